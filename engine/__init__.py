@@ -1,0 +1,131 @@
+"""QUIVER engine: interventional perturbation and replay for compound LLM pipelines.
+
+The core package holds the data model and the mathematics (traces, redaction, and
+later distances, graphs and estimators); it never calls the network and never runs
+user code. The instrumentation API that pipelines use (``quiver.node``,
+``quiver.decide``, ``quiver.loop``, ``quiver.template``, ``quiver.llm`` ...) lives in
+:mod:`quiver.replay` and is re-exported here lazily, so importing ``quiver`` stays
+light and the layering (core <- perturbations <- replay <- experiments) holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._canonical import canonical_json, content_hash, to_jsonable
+from ._errors import (
+    InstrumentationError,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailable,
+    PipelineError,
+    QuiverError,
+    SimulatorError,
+    SpecError,
+    TraceFormatError,
+)
+from ._redact import RedactingFilter, RedactionConfig, Redactor
+from ._trace import (
+    SCHEMA_VERSION,
+    CallError,
+    CallKind,
+    LLMResponse,
+    Message,
+    ModelInfo,
+    NodeCall,
+    PromptInfo,
+    RetrievalDoc,
+    ToolStep,
+    Trace,
+    trace_json_schema,
+)
+from ._traceio import TraceLoad, TraceWriter, iter_traces, load_traces, write_traces
+
+__version__ = "0.1.0"
+
+_REPLAY_NAMES = (
+    "node",
+    "decide",
+    "loop",
+    "iteration",
+    "bind",
+    "gather",
+    "ThreadPoolExecutor",
+    "retrieved",
+    "tool_step",
+    "template",
+    "get_template",
+    "Template",
+    "llm",
+    "configure_llm",
+    "LLMClient",
+    "ChatResult",
+    "RetryPolicy",
+)
+
+if TYPE_CHECKING:
+    from quiver.replay import (  # noqa: F401
+        ChatResult,
+        LLMClient,
+        RetryPolicy,
+        Template,
+        ThreadPoolExecutor,
+        bind,
+        configure_llm,
+        decide,
+        gather,
+        get_template,
+        iteration,
+        llm,
+        loop,
+        node,
+        retrieved,
+        template,
+        tool_step,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REPLAY_NAMES:
+        value = getattr(importlib.import_module("quiver.replay"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'quiver' has no attribute {name!r}")
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CallError",
+    "CallKind",
+    "InstrumentationError",
+    "LLMError",
+    "LLMRequestError",
+    "LLMResponse",
+    "LLMUnavailable",
+    "Message",
+    "ModelInfo",
+    "NodeCall",
+    "PipelineError",
+    "PromptInfo",
+    "QuiverError",
+    "RedactingFilter",
+    "RedactionConfig",
+    "Redactor",
+    "RetrievalDoc",
+    "SimulatorError",
+    "SpecError",
+    "ToolStep",
+    "Trace",
+    "TraceFormatError",
+    "TraceLoad",
+    "TraceWriter",
+    "canonical_json",
+    "content_hash",
+    "iter_traces",
+    "load_traces",
+    "to_jsonable",
+    "trace_json_schema",
+    "write_traces",
+    *_REPLAY_NAMES,
+]

@@ -1,0 +1,103 @@
+"""The engine's exception tree.
+
+Every error the engine raises on purpose is a :class:`QuiverError`. Errors from the
+file system, YAML, pydantic, the OpenAI client and Ray are mapped to this tree at the
+boundary where they are caught, so callers only need to know these classes::
+
+    QuiverError
+     ├── TraceFormatError      a trace file line that cannot be read (file, line, field)
+     ├── SpecError             an experiment spec that is not valid (file, line, field path)
+     ├── InstrumentationError  the instrumentation API used in a way that cannot be recorded
+     ├── LLMError              an LLM call that failed for good
+     │    ├── LLMRequestError  the endpoint refused the request (4xx other than 429)
+     │    └── LLMUnavailable   retries exhausted on 429 / 5xx / timeouts / malformed bodies
+     ├── SimulatorError        the bundled simulator could not start or was misconfigured
+     └── PipelineError         a user pipeline could not be loaded or called
+
+Messages follow one pattern: what was wrong, where, and what would be right.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QuiverError",
+    "TraceFormatError",
+    "SpecError",
+    "InstrumentationError",
+    "LLMError",
+    "LLMRequestError",
+    "LLMUnavailable",
+    "SimulatorError",
+    "PipelineError",
+]
+
+
+class QuiverError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class TraceFormatError(QuiverError):
+    """A line of a trace file that cannot be read as a v1 trace.
+
+    Attributes:
+        file: The file the line came from.
+        line: The 1-based line number.
+        field: The field path inside the trace (``calls[3].occurrence``), or ``None``
+            when the line is not JSON at all.
+        reason: What was wrong with it.
+    """
+
+    def __init__(self, file: str, line: int, field: str | None, reason: str) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = f"{file}:{line}"
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
+
+
+class SpecError(QuiverError):
+    """An experiment spec that is not valid.
+
+    Attributes:
+        file: The spec file (``None`` for a spec built in Python).
+        line: The 1-based line of the offending key or value, when known.
+        path: The field path (``perturbations[2].params.set``), when known.
+        reason: What was wrong and what would be valid.
+    """
+
+    def __init__(
+        self, file: str | None, line: int | None, path: str | None, reason: str
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.path = path
+        self.reason = reason
+        where = file or "<spec>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {path}: {reason}" if path else f"{where}: {reason}")
+
+
+class InstrumentationError(QuiverError):
+    """The instrumentation API was used in a way that cannot be recorded."""
+
+
+class LLMError(QuiverError):
+    """An LLM call failed for good (after the engine's own retries)."""
+
+
+class LLMRequestError(LLMError):
+    """The endpoint refused the request (a 4xx status other than 429)."""
+
+
+class LLMUnavailable(LLMError):
+    """Retries were exhausted on rate limits, server errors, timeouts or bad bodies."""
+
+
+class SimulatorError(QuiverError):
+    """The bundled LLM simulator could not start or was misconfigured."""
+
+
+class PipelineError(QuiverError):
+    """A user pipeline could not be loaded or called."""

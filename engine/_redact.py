@@ -1,0 +1,148 @@
+"""Redaction at write time.
+
+Secrets and personal data are removed from a trace, a cache entry or a log line
+*before* it is written, never later (QUIVER.md section 12): a secret that passes
+through a pipeline never reaches disk. What is removed is configured by a
+:class:`RedactionConfig` (the ``redact:`` block of a spec):
+
+* built-in patterns for API keys (OpenAI, Anthropic, AWS, GitHub, Slack, Google,
+  Hugging Face), bearer tokens and e-mail addresses, each switchable;
+* user regular expressions;
+* literal strings (the recorder adds the value of the API-key variable it uses);
+* field paths, whose whole value is replaced: ``inputs.customer.ssn``,
+  ``calls.*.tool.args.password``, ``**.password`` (``*`` matches one key or list
+  index, ``**`` any number of them).
+
+Hashes (input hashes, content hashes) are computed on the original values before
+redaction: a hash does not reveal the text, and replay compares hashes of live inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["RedactionConfig", "Redactor", "RedactingFilter"]
+
+_API_KEY_PATTERNS = [
+    r"sk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_\-]{16,}",
+    r"AKIA[0-9A-Z]{16}",
+    r"gh[pousr]_[A-Za-z0-9]{30,}",
+    r"github_pat_[A-Za-z0-9_]{30,}",
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+    r"AIza[0-9A-Za-z\-_]{35}",
+    r"hf_[A-Za-z0-9]{30,}",
+]
+_BEARER_PATTERN = r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*"
+_EMAIL_PATTERN = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+
+
+class RedactionConfig(BaseModel):
+    """What to remove before anything is written (the ``redact:`` block of a spec)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    api_keys: bool = True
+    """Remove strings shaped like provider API keys (sk-..., AKIA..., ghp_..., ...)."""
+    bearer_tokens: bool = True
+    """Remove ``Bearer <token>`` credentials."""
+    emails: bool = True
+    """Remove e-mail addresses."""
+    patterns: list[str] = Field(default_factory=list)
+    """Extra regular expressions; every match is removed."""
+    literals: list[str] = Field(default_factory=list)
+    """Exact strings to remove wherever they occur."""
+    fields: list[str] = Field(default_factory=list)
+    """Field paths whose whole value is removed (``calls.*.tool.args.password``)."""
+    replacement: str = "[REDACTED:{kind}]"
+    """What a removed value becomes; ``{kind}`` is the rule that matched."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
+
+class Redactor:
+    """Applies a :class:`RedactionConfig` to text and to JSON data."""
+
+    def __init__(self, config: RedactionConfig | None = None, *, literals: Iterable[str] = ()) -> None:
+        self.config = config or RedactionConfig()
+        rules: list[tuple[str, str]] = []
+        extra_literals = [s for s in (*self.config.literals, *literals) if s]
+        rules += [("secret", re.escape(s)) for s in sorted(set(extra_literals), key=len, reverse=True)]
+        if self.config.api_keys:
+            rules += [("api_key", p) for p in _API_KEY_PATTERNS]
+        if self.config.bearer_tokens:
+            rules.append(("bearer", _BEARER_PATTERN))
+        if self.config.emails:
+            rules.append(("email", _EMAIL_PATTERN))
+        rules += [("pattern", p) for p in self.config.patterns]
+        self._rules = [(kind, re.compile(p)) for kind, p in rules]
+        self._fields = [_split_path(p) for p in self.config.fields]
+
+    def text(self, value: str) -> str:
+        """Return ``value`` with every matching span replaced."""
+        for kind, regex in self._rules:
+            value = regex.sub(self._replacement(kind), value)
+        return value
+
+    def data(self, value: Any) -> Any:
+        """Return a redacted copy of JSON data (dicts, lists, strings, scalars)."""
+        return self._walk(value, ())
+
+    def _replacement(self, kind: str) -> str:
+        return self.config.replacement.replace("{kind}", kind)
+
+    def _walk(self, value: Any, path: tuple[str, ...]) -> Any:
+        if path and any(_path_matches(pattern, path) for pattern in self._fields):
+            return self._replacement("field")
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k): self._walk(v, (*path, k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._walk(v, (*path, str(i))) for i, v in enumerate(value)]
+        return value
+
+
+def _split_path(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split(".") if part)
+
+
+def _path_matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_path_matches(rest, path[i:]) for i in range(len(path) + 1))
+    if not path:
+        return False
+    return (head == "*" or head == path[0]) and _path_matches(rest, path[1:])
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message of every record."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redactor.text(record.getMessage())
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = self.redactor.text(
+                logging.Formatter().formatException(record.exc_info)
+            )
+            record.exc_info = None
+        return True

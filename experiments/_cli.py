@@ -1,0 +1,182 @@
+"""The ``quiver`` command line.
+
+Exit codes, for every command: 0 done; 1 done, with problems found (failed traces,
+bad trace lines); 2 could not run (bad spec or arguments, pipeline not importable,
+endpoint down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from quiver import __version__
+from quiver._errors import QuiverError
+from quiver._trace import trace_json_schema
+from quiver._traceio import iter_traces
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``quiver`` command."""
+    parser = argparse.ArgumentParser(
+        prog="quiver",
+        description=(
+            "QUIVER engine: record, analyse and perturb compound LLM pipelines. "
+            "Exit codes: 0 done, 1 done with problems found, 2 could not run."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"quiver {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    rec = sub.add_parser(
+        "record",
+        help="run a pipeline over inputs x repeats and write the trace corpus",
+        description=(
+            "Run the spec's pipeline over its inputs x repeats with bounded concurrency, "
+            "retrying LLM calls on 429/5xx/timeouts, and write traces.jsonl, summary.json "
+            "and record.log to the output folder. Starts the bundled simulator when the "
+            "spec says `llm: simulator`."
+        ),
+    )
+    rec.add_argument("spec", type=Path, help="the YAML spec (see `quiver schema spec`)")
+    rec.add_argument("--output", help="output folder (overrides the spec's output)")
+    rec.add_argument("--repeats", type=int, help="repeats per input (overrides the spec)")
+    rec.add_argument("--concurrency", type=int, help="traces at once (overrides the spec)")
+    rec.add_argument("--resume", action="store_true", help="keep the traces an interrupted run wrote")
+    rec.add_argument("--quiet", action="store_true", help="no progress line")
+    rec.set_defaults(handler=_cmd_record)
+
+    sim = sub.add_parser(
+        "sim",
+        help="serve the OpenAI-compatible LLM simulator on loopback",
+        description=(
+            "Serve the bundled simulator (/v1/chat/completions, /v1/models) on loopback "
+            "until interrupted. It refuses any non-loopback address."
+        ),
+    )
+    sim.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
+    sim.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
+    sim.add_argument("--models", nargs="*", default=[], metavar="MODULE", help="modules registering models")
+    sim.add_argument("--nondeterminism", type=float, default=0.0, help="temperature-0 runner-up rate")
+    sim.add_argument("--faults", type=Path, help="YAML or JSON file of fault settings (FaultConfig)")
+    sim.set_defaults(handler=_cmd_sim)
+
+    schema = sub.add_parser(
+        "schema",
+        help="print a JSON Schema (trace format, experiment spec)",
+        description="Print the JSON Schema of the trace format or of the experiment spec.",
+    )
+    schema.add_argument("what", choices=["trace", "spec"], help="which schema")
+    schema.set_defaults(handler=_cmd_schema)
+
+    val = sub.add_parser(
+        "validate",
+        help="check trace files line by line",
+        description=(
+            "Read trace files (JSONL, .gz accepted) and report every line that is not a "
+            "valid v1 trace as FILE:LINE: FIELD: REASON. Exit 1 when any line is bad."
+        ),
+    )
+    val.add_argument("files", type=Path, nargs="+", help="trace files")
+    val.set_defaults(handler=_cmd_validate)
+    return parser
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from ._recording import RecordOverrides, run_record
+
+    overrides = RecordOverrides(
+        output=args.output, repeats=args.repeats, concurrency=args.concurrency, resume=args.resume
+    )
+    _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
+    summary = result.summary()
+    retries = ", ".join(f"{k} {v}" for k, v in summary["retries"].items()) or "none"
+    print(
+        f"recorded {summary['traces']} traces ({summary['ok']} ok, {summary['failed']} failed, "
+        f"{summary['resumed']} resumed) with {summary['calls']} node calls and "
+        f"{summary['llm_calls']} LLM calls in {summary['seconds']:.1f}s; retries: {retries}"
+    )
+    print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
+    if result.failed:
+        print(f"{result.failed} trace(s) failed; see {result.log_path}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from quiver.replay import FaultConfig, SimulatorConfig, check_loopback
+    from quiver.replay._simulator import serve
+
+    check_loopback(args.host)
+    faults = FaultConfig()
+    if args.faults is not None:
+        from ._yamlspec import load_spec
+
+        faults = load_spec(FaultConfig, args.faults)
+    config = SimulatorConfig(
+        host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults
+    )
+    serve(config)
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    if args.what == "trace":
+        schema = trace_json_schema()
+    else:
+        from ._spec import RecordSpec
+
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **RecordSpec.model_json_schema()}
+    print(json.dumps(schema, indent=2))
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    bad = total = 0
+    for path in args.files:
+        if not path.is_file():
+            print(f"{path}: no such file", file=sys.stderr)
+            bad += 1
+            continue
+        errors: list[QuiverError] = []
+        count = sum(1 for _ in iter_traces(path, on_error=errors.append))
+        for error in errors:
+            print(error, file=sys.stderr)
+        print(f"{path}: {count} trace(s) valid, {len(errors)} line(s) bad")
+        total += count
+        bad += len(errors)
+    return EXIT_PROBLEMS if bad else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``quiver`` command; returns the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.WARNING)  # INFO goes to the run's log file only
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except QuiverError as exc:
+        print(f"quiver {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    except yaml.YAMLError as exc:  # pragma: no cover - load_spec maps these
+        print(f"quiver {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    except KeyboardInterrupt:
+        print(f"quiver {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

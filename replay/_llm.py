@@ -1,0 +1,482 @@
+"""The LLM client: the OpenAI SDK with the engine's retry policy and the replay contract.
+
+:class:`LLMClient` talks to any OpenAI-compatible endpoint (OpenAI, Azure, vLLM,
+Ollama, the bundled simulator) through the unmodified ``openai`` SDK, with the SDK's
+own retries off (``max_retries=0``): the engine's :class:`RetryPolicy` is the only one.
+It retries rate limits (honouring ``retry-after-ms`` / ``Retry-After``), 5xx, timeouts,
+connection errors and malformed bodies with exponential backoff (tenacity), and counts
+every retry by reason.
+
+Inside a recorded trace each chat call records the replay contract (QUIVER.md §12) on
+the current ``llm`` node call, or on a child ``llm`` call it opens when there is none:
+model name, reported version and sampling parameters; template id and hash, assembled
+messages and fragment hashes; the raw response, usage and logprobs. Every call carries
+a *sample key* in the ``X-Quiver-Sample-Key`` header, derived from the trace's key and
+the call's path, so a response is reproducible where the endpoint honours it (the
+simulator does; other endpoints ignore the header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import email.utils
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
+
+from quiver._canonical import to_jsonable
+from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
+from quiver._trace import LLMResponse, ModelInfo, PromptInfo
+
+from ._context import CallRecord, current_builder, current_call
+from ._instrument import _OpenCall, child_call
+from ._simulator import SAMPLE_KEY_HEADER
+from ._templates import Template, get_template
+
+__all__ = ["RetryPolicy", "LLMClient", "ChatResult", "llm", "configure_llm", "derive_sample_key", "use_llm"]
+
+
+class RetryPolicy(BaseModel):
+    """How LLM calls are retried (the ``retry:`` block of a spec)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    attempts: int = Field(default=8, ge=1)
+    """Attempts in all, the first included."""
+    initial_s: float = Field(default=0.5, gt=0)
+    """First backoff wait; it doubles each attempt, with jitter."""
+    max_s: float = Field(default=30.0, gt=0)
+    """Longest backoff wait."""
+    max_retry_after_s: float = Field(default=120.0, gt=0)
+    """Longest wait a server's Retry-After may impose."""
+
+
+@dataclass
+class ChatResult:
+    """What :meth:`LLMClient.chat` returns."""
+
+    content: str
+    """The raw text of the first choice."""
+    data: Any = None
+    """The parsed JSON, when a JSON response format was requested."""
+    model: str | None = None
+    """The model the endpoint reported."""
+    usage: dict[str, int] = field(default_factory=dict)
+    logprobs: list[dict[str, Any]] | None = None
+    attempts: int = 1
+
+    @property
+    def value(self) -> Any:
+        """``data`` when the response is JSON, else ``content``."""
+        return self.data if self.data is not None else self.content
+
+
+def derive_sample_key(base: str, call_path: str) -> str:
+    """The sample key of one call: a hash of the trace's key and the call's path."""
+    return hashlib.sha256(f"{base}|{call_path}".encode()).hexdigest()[:32]
+
+
+def _reason(exc: BaseException) -> str | None:
+    """Why a failed attempt is worth retrying, or None when it is not."""
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 or exc.status_code in (408, 409) else None
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError)):
+        return "malformed"
+    return None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _response_format(value: Any) -> dict[str, Any] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": value.__name__, "schema": value.model_json_schema(), "strict": True},
+        }
+    raise InstrumentationError(
+        f"response_format must be a dict or a pydantic model class; got {type(value).__name__}"
+    )
+
+
+_claim_lock = threading.Lock()
+
+
+class LLMClient:
+    """An OpenAI-compatible chat client that records the replay contract.
+
+    Args:
+        base_url: The endpoint, e.g. ``https://api.openai.com/v1`` or the simulator's url.
+        model: The default model name.
+        api_key: The key itself (prefer ``api_key_env``).
+        api_key_env: The environment variable holding the key; read now.
+        timeout_s: Per-attempt HTTP timeout.
+        retry: The retry policy.
+        params: Default sampling parameters (temperature, top_p, seed, max_tokens).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if api_key is None and api_key_env:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise LLMError(
+                    f"environment variable {api_key_env} holds no API key; set it, or name the "
+                    "variable that does in llm.api_key_env"
+                )
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key or "unused"
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.params = dict(params or {})
+        self._sync = openai.OpenAI(
+            base_url=base_url, api_key=self.api_key, max_retries=0, timeout=timeout_s
+        )
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+
+    # -- public API ------------------------------------------------------------------
+    def chat(self, template: str | Template | None = None, /, **kwargs: Any) -> ChatResult:
+        """One chat completion.
+
+        Args:
+            template: A registered template id or :class:`Template`; its variables come
+                from ``variables=`` and from the other keyword arguments not listed here.
+            messages: Raw messages instead of a template.
+            model, temperature, top_p, seed, max_tokens, response_format, logprobs,
+            top_logprobs: Request parameters (``response_format`` may be a pydantic
+                model class: the reply is then parsed JSON in ``ChatResult.data``).
+            name: The node name of the ``llm`` call opened when the current call cannot
+                hold this one (default: the template id, else ``llm``).
+        """
+        call = self._prepare(template, kwargs)
+        try:
+            response, attempts = self._send_sync(call)
+            result = self._finish(call, response, attempts)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        return result
+
+    async def achat(self, template: str | Template | None = None, /, **kwargs: Any) -> ChatResult:
+        """The async form of :meth:`chat`."""
+        call = self._prepare(template, kwargs)
+        try:
+            response, attempts = await self._send_async(call)
+            result = self._finish(call, response, attempts)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        return result
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._sync.close()
+
+    # -- internals -------------------------------------------------------------------
+    def _prepare(self, template: str | Template | None, kwargs: dict[str, Any]) -> _PendingChat:
+        options = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
+        variables = {**kwargs.pop("variables", {}), **kwargs}
+        prompt = _prompt(template, options.pop("messages", None), variables)
+        params = {**self.params, **{k: v for k, v in options.items() if k in _PARAM_NAMES and v is not None}}
+        if "response_format" in params:
+            params["response_format"] = _response_format(params["response_format"])
+        model = options.get("model") or self.model
+        if not model:
+            raise InstrumentationError("no model given: pass model= to chat() or to LLMClient(model=...)")
+        return _PendingChat.open(self, model, params, prompt, options.get("name"))
+
+    def _request(self, call: _PendingChat) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": call.model,
+            "messages": [m.model_dump() for m in call.prompt.assembled],
+            **call.params,
+        }
+        if call.sample_key:
+            body["extra_headers"] = {SAMPLE_KEY_HEADER: call.sample_key}
+        return body
+
+    def _retrying_kwargs(self, call: _PendingChat) -> dict[str, Any]:
+        policy = self.retry
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            after = _retry_after(exc) if exc else None
+            if after is not None:
+                return min(after, policy.max_retry_after_s)
+            backoff = min(policy.max_s, policy.initial_s * 2 ** (state.attempt_number - 1))
+            return backoff * (0.5 + _jitter() / 2)
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            call.note_retry(_reason(exc) or "other" if exc else "other")
+
+        return {
+            "stop": stop_after_attempt(policy.attempts),
+            "wait": wait,
+            "retry": retry_if_exception(lambda e: _reason(e) is not None),
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
+
+    def _send_sync(self, call: _PendingChat) -> tuple[Any, int]:
+        attempts = 0
+        try:
+            for attempt in Retrying(**self._retrying_kwargs(call)):
+                with attempt:
+                    attempts += 1
+                    return self._sync.chat.completions.create(**self._request(call)), attempts
+        except BaseException as exc:
+            raise _mapped(exc, attempts) from exc
+        raise LLMUnavailable("no attempt was made")  # pragma: no cover - tenacity always tries once
+
+    async def _send_async(self, call: _PendingChat) -> tuple[Any, int]:
+        client = self._async_client()
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(**self._retrying_kwargs(call)):
+                with attempt:
+                    attempts += 1
+                    return await client.chat.completions.create(**self._request(call)), attempts
+        except BaseException as exc:
+            raise _mapped(exc, attempts) from exc
+        raise LLMUnavailable("no attempt was made")  # pragma: no cover
+
+    def _async_client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async.get(loop)
+            if client is None:
+                client = openai.AsyncOpenAI(
+                    base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout_s
+                )
+                self._async[loop] = client
+        return client
+
+    def _finish(self, call: _PendingChat, response: Any, attempts: int) -> ChatResult:
+        choice = response.choices[0]
+        content = choice.message.content or ""
+        logprobs = None
+        if getattr(choice, "logprobs", None) is not None and choice.logprobs.content is not None:
+            logprobs = [to_jsonable(t) for t in choice.logprobs.content]
+        usage = to_jsonable(response.usage) if response.usage is not None else {}
+        usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        data = _parse_json(content, call) if _wants_json(call.params) else None
+        result = ChatResult(
+            content=content, data=data, model=response.model, usage=usage, logprobs=logprobs, attempts=attempts
+        )
+        call.succeed(result, choice.finish_reason, getattr(response, "system_fingerprint", None))
+        with self._lock:
+            self.stats["calls"] += 1
+            self.stats["attempts"] += attempts
+        return result
+
+
+_PARAM_NAMES = ("temperature", "top_p", "seed", "max_tokens", "response_format", "logprobs", "top_logprobs")
+_OPTION_NAMES = (*_PARAM_NAMES, "messages", "model", "name")
+
+
+def _jitter() -> float:
+    """Backoff jitter in [0, 1): random on purpose, so that clients spread out."""
+    return random.random()
+
+
+def _prompt(template: str | Template | None, messages: Any, variables: Mapping[str, Any]) -> PromptInfo:
+    if (template is None) == (messages is None):
+        raise InstrumentationError("chat() needs either a template (id or Template) or messages=, not both")
+    if template is not None:
+        resolved = get_template(template.id if isinstance(template, Template) else template)
+        return resolved.render(variables)
+    return PromptInfo(assembled=[m if isinstance(m, dict) else dict(m) for m in messages])
+
+
+def _wants_json(params: Mapping[str, Any]) -> bool:
+    fmt = params.get("response_format")
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object")
+
+
+def _parse_json(content: str, call: _PendingChat) -> Any:
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise LLMError(
+            f"model {call.model!r} answered {call.label} with text that is not JSON "
+            f"({exc.msg} at column {exc.colno}) although a JSON response format was requested"
+        ) from None
+
+
+def _mapped(exc: BaseException, attempts: int) -> BaseException:
+    if isinstance(exc, LLMError) or not isinstance(exc, Exception):
+        return exc
+    reason = _reason(exc)
+    if reason is not None:
+        return LLMUnavailable(f"LLM call failed after {attempts} attempt(s), last: {reason}: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        return LLMRequestError(f"the endpoint refused the request (HTTP {exc.status_code}): {exc.message}")
+    return exc
+
+
+class _PendingChat:
+    """One chat call in flight and the trace record it writes to."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        model: str,
+        params: dict[str, Any],
+        prompt: PromptInfo,
+        record: CallRecord | None,
+        opened: _OpenCall | None,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.params = params
+        self.prompt = prompt
+        self.record = record
+        self.opened = opened
+        builder = current_builder.get()
+        self.builder = builder
+        self.sample_key = (
+            derive_sample_key(builder.sample_key, record.call_path)
+            if builder is not None and builder.sample_key and record is not None
+            else None
+        )
+
+    @property
+    def label(self) -> str:
+        return f"call {self.record.call_path}" if self.record else "a call"
+
+    @classmethod
+    def open(
+        cls, client: LLMClient, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
+    ) -> _PendingChat:
+        record = current_call.get()
+        info = ModelInfo(name=model, params=to_jsonable(params))
+        if current_builder.get() is None:
+            return cls(client, model, params, prompt, None, None)
+        with _claim_lock:
+            claimable = record is not None and record.kind == "llm" and record.model is None
+            if claimable:
+                assert record is not None
+                record.model = info
+        if claimable:
+            record.prompt = prompt  # type: ignore[union-attr]
+            return cls(client, model, params, prompt, record, None)
+        node_name = name or prompt.template_id or "llm"
+        opened = child_call(node_name, "llm", {"messages": [m.content for m in prompt.assembled], "params": params})
+        opened.enter()
+        assert opened.record is not None
+        opened.record.model = info
+        opened.record.prompt = prompt
+        return cls(client, model, params, prompt, opened.record, opened)
+
+    def note_retry(self, reason: str) -> None:
+        with self.client._lock:
+            self.client.stats[f"retry_{reason}"] += 1
+        if self.builder is not None:
+            with self.builder._lock:
+                self.builder.retries[reason] += 1
+
+    def succeed(self, result: ChatResult, finish_reason: str | None, fingerprint: str | None) -> None:
+        if self.record is not None:
+            self.record.model = ModelInfo(name=self.model, version=result.model, params=to_jsonable(self.params))
+            self.record.response = LLMResponse(
+                content=result.content, finish_reason=finish_reason, usage=result.usage,
+                logprobs=result.logprobs, attempts=result.attempts,
+            )
+            if fingerprint:
+                self.record.tags["system_fingerprint"] = fingerprint
+        if self.opened is not None:
+            self.opened.exit(result.value, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.opened is not None:
+            self.opened.exit(None, exc)
+            self.opened = None
+
+
+_current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)
+_default_llm: list[LLMClient] = []
+
+
+def configure_llm(client: LLMClient | None) -> None:
+    """Set the process-wide client that :func:`llm` returns outside a recording."""
+    _default_llm[:] = [client] if client is not None else []
+
+
+def use_llm(client: LLMClient) -> contextvars.Token[LLMClient | None]:
+    """Make ``client`` the one :func:`llm` returns in the current context."""
+    return _current_llm.set(client)
+
+
+def llm() -> LLMClient:
+    """The LLM client configured for the current run.
+
+    ``quiver record`` and campaigns set it from the spec's ``llm:`` block; elsewhere
+    call :func:`configure_llm` once.
+    """
+    client = _current_llm.get() or (_default_llm[0] if _default_llm else None)
+    if client is None:
+        raise InstrumentationError(
+            "no LLM client is configured: run the pipeline under `quiver record`, or call "
+            "quiver.configure_llm(quiver.LLMClient(base_url=..., model=...)) first"
+        )
+    return client

@@ -1,0 +1,96 @@
+"""Loading and calling a user's pipeline function.
+
+A pipeline is named ``package.module:function`` (imported from ``sys.path``) or
+``path/to/file.py:function`` (a file path, relative to a base folder such as the spec's
+folder). It is called with the input's fields as keyword arguments; an ``async def``
+pipeline runs in its own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from quiver._errors import PipelineError
+
+__all__ = ["load_pipeline", "call_pipeline", "check_pipeline_inputs"]
+
+
+def load_pipeline(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
+    """Import the pipeline function named by ``ref``."""
+    module_part, sep, attr = ref.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise PipelineError(
+            f"pipeline {ref!r} must be 'package.module:function' or 'path/to/file.py:function'"
+        )
+    module = _import(module_part, base_dir)
+    fn = module
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+            raise PipelineError(
+                f"pipeline {ref!r}: {module_part} has no attribute {attr!r}; "
+                f"its callables are {', '.join(public) or 'none'}"
+            )
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise PipelineError(f"pipeline {ref!r} is not callable (it is a {type(fn).__name__})")
+    return fn  # type: ignore[return-value]
+
+
+def _import(module_part: str, base_dir: Path | None) -> Any:
+    if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
+        path = Path(module_part)
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        if not path.is_file():
+            raise PipelineError(f"pipeline file {path} does not exist")
+        name = f"quiver_pipeline_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise PipelineError(f"pipeline file {path} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[name]
+            raise PipelineError(f"importing pipeline file {path} failed: {type(exc).__name__}: {exc}") from exc
+        return module
+    try:
+        return importlib.import_module(module_part)
+    except ImportError as exc:
+        raise PipelineError(f"cannot import pipeline module {module_part!r}: {exc}") from exc
+
+
+def check_pipeline_inputs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
+    """Fail early, with the reason, when ``fn`` cannot take ``inputs`` as keywords."""
+    try:
+        inspect.signature(fn).bind(**inputs)
+    except TypeError as exc:
+        params = ", ".join(inspect.signature(fn).parameters)
+        raise PipelineError(
+            f"pipeline {getattr(fn, '__name__', fn)}({params}) cannot take inputs "
+            f"{{{', '.join(inputs)}}}: {exc}"
+        ) from None
+
+
+def call_pipeline(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> Any:
+    """Call ``fn(**inputs)``; run it to completion in a new event loop if it is async."""
+    result = fn(**inputs)
+    if inspect.isawaitable(result):
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(aw: Any) -> Any:
+    return await aw
