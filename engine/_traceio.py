@@ -65,7 +65,7 @@ def _open_text(path: Path, mode: str) -> IO[str]:
 
 def _parse_line(text: str, file: str, lineno: int) -> Trace:
     try:
-        obj = json.loads(text)
+        obj = json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as exc:
         raise TraceFormatError(file, lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(obj, dict):

@@ -118,20 +118,31 @@ def _flow_hashes(value: Any, *, items: bool = False) -> list[str]:
 
     The value itself and, for a mapping, each of its top-level values; with ``items``
     (the consuming side), also each element of a list, so that a list of gathered
-    outputs links to every call that produced one. Scalars and empty containers are
-    skipped: they are too common to identify where they came from.
+    outputs links to every call that produced one.
     """
-    out: list[str] = []
-    candidates = [value]
+    parts: list[Any] = []
     if isinstance(value, dict):
-        candidates += list(value.values())
+        parts += list(value.values())
     if items and isinstance(value, list):
-        candidates += value
-    for item in candidates:
-        if isinstance(item, _TRIVIAL) or item in ("", [], {}):
-            continue
-        out.append(content_hash(item))
+        parts += value
+    out = [content_hash(value)] if _identifying(value, whole=True) else []
+    out += [content_hash(part) for part in parts if _identifying(part, whole=False)]
     return out
+
+
+_MIN_PART_CHARS = 16
+
+
+def _identifying(value: Any, *, whole: bool) -> bool:
+    """Whether a value is specific enough to say where it came from.
+
+    Scalars and empty containers never are. A field or list element that is a short
+    string (a category label such as ``"account"``) is not either: it would link any
+    call that happens to take the same word. Declare such parents with ``parents=``.
+    """
+    if isinstance(value, _TRIVIAL) or value in ("", [], {}):
+        return False
+    return whole or not isinstance(value, str) or len(value) >= _MIN_PART_CHARS
 
 
 class TraceBuilder:

@@ -1,0 +1,80 @@
+"""A secret passed through a pipeline never reaches disk or the logs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from quiver import RedactionConfig, Redactor, iter_traces
+
+API_KEY = "sk-test-51HfakeKEYabcdefghijklmnopqrstu"
+EMAIL = "jane.doe@example.com"
+CUSTOM = "zz-custom-secret-778899"
+
+
+def test_secrets_reach_no_file_and_no_log(pipelines_dir: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "leaky.yaml"
+    out = tmp_path / "out"
+    spec.write_text(
+        f"pipeline: {pipelines_dir / 'leaky.py'}:pipeline\n"
+        "llm:\n  simulator: {}\n  model: sim-echo\n  api_key_env: QUIVER_TEST_SECRET\n"
+        "inputs:\n  - {id: q1, question: \"How do I reset my password?\"}\n"
+        "  - {id: q2, question: please fail loudly}\n"
+        "repeats: 2\n"
+        f"output: {out}\n"
+    )
+    env = {**os.environ, "QUIVER_TEST_SECRET": CUSTOM}
+    proc = subprocess.run(
+        [sys.executable, "-m", "quiver.experiments._cli", "record", str(spec)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stderr  # the q2 traces failed, as they should
+    written = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {p.name for p in written} >= {"traces.jsonl", "summary.json", "record.log", "spec.resolved.json"}
+    for secret in (API_KEY, EMAIL, CUSTOM):
+        for path, data in written.items():
+            assert secret.encode() not in data, f"{secret} in {path}"
+        assert secret not in proc.stdout and secret not in proc.stderr
+    traces = list(iter_traces(out / "traces.jsonl"))
+    assert len(traces) == 4
+    # the secrets were there, and were replaced, in prompts, tool args, outputs and errors
+    ok = next(t for t in traces if t.status == "ok")
+    crm = next(c for c in ok.calls if c.node == "crm")
+    assert crm.tool is not None and crm.tool.args == {
+        "api_key": "[REDACTED:api_key]", "customer": "[REDACTED:email]", "custom": "[REDACTED:secret]"
+    }
+    answer = next(c for c in ok.calls if c.node == "answer")
+    assert answer.prompt is not None and "[REDACTED:api_key]" in answer.prompt.assembled[0].content
+    assert ok.output["key"] == "[REDACTED:api_key]"
+    failed = next(t for t in traces if t.status == "failed")
+    assert failed.error is not None and "[REDACTED:api_key]" in failed.error.message
+    assert "[REDACTED:email]" in (out / "record.log").read_text()
+
+
+def test_field_paths_and_user_patterns() -> None:
+    redactor = Redactor(RedactionConfig(fields=["calls.*.tool.args.password", "**.ssn"],
+                                        patterns=[r"ACME-\d{6}"], emails=False))
+    data = {
+        "inputs": {"customer": {"ssn": "123-45-6789", "note": "order ACME-123456"}},
+        "calls": [{"tool": {"args": {"password": "hunter2", "user": "bob@example.com"}}}],
+    }
+    assert redactor.data(data) == {
+        "inputs": {"customer": {"ssn": "[REDACTED:field]", "note": "order [REDACTED:pattern]"}},
+        "calls": [{"tool": {"args": {"password": "[REDACTED:field]", "user": "bob@example.com"}}}],
+    }
+
+
+def test_builtin_patterns_cover_common_credentials() -> None:
+    redactor = Redactor()
+    text = (
+        "openai sk-proj-abcdefghijklmnopqrstuv aws AKIAABCDEFGHIJKLMNOP "
+        "gh ghp_abcdefghijklmnopqrstuvwxyz0123456789 auth: Bearer eyJhbGciOi.payload.sig "
+        "mail a.b+c@mail.example.org"
+    )
+    assert redactor.text(text) == (
+        "openai [REDACTED:api_key] aws [REDACTED:api_key] gh [REDACTED:api_key] "
+        "auth: [REDACTED:bearer] mail [REDACTED:email]"
+    )
+    assert redactor.text("nothing secret in sk-short") == "nothing secret in sk-short"
