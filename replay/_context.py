@@ -244,7 +244,10 @@ class TraceBuilder:
             for h in [h for v in values for h in _flow_hashes(v, items=True)]:
                 candidates = self._by_output.get(h)
                 if candidates:
-                    found.append(min(candidates, key=lambda r: r.key))
+                    # the latest producer in program order: a value passed through an
+                    # identity step, or produced again by a later loop iteration, comes
+                    # from the most recent call that output it
+                    found.append(max(candidates, key=lambda r: r.key))
         unique: dict[int, CallRecord] = {id(r): r for r in found}
         return sorted(unique.values(), key=lambda r: r.key)
 
