@@ -44,7 +44,7 @@ __all__ = [
     "trace_json_schema",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 """The trace format version this engine writes and reads."""
 
 CallKind = Literal["llm", "retrieval", "tool", "transform", "router", "source"]

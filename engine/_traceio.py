@@ -59,7 +59,8 @@ def trace_to_line(trace: Trace, redactor: Redactor | None = None) -> str:
 
 def _open_text(path: Path, mode: str) -> IO[str]:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8", newline="\n")
+        raw: IO[bytes] = gzip.open(path, mode + "b")  # type: ignore[assignment]
+        return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
     return open(path, mode, encoding="utf-8", newline="\n")
 
 

@@ -115,7 +115,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 def _cmd_sim(args: argparse.Namespace) -> int:
     from quiver.replay import FaultConfig, SimulatorConfig, check_loopback
-    from quiver.replay._simulator import serve
+    from quiver.replay._simprocess import serve
 
     check_loopback(args.host)
     faults = FaultConfig()

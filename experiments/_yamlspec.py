@@ -106,7 +106,7 @@ def _model_at(model: type[BaseModel], loc: Path_) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _reason(error: dict[str, Any], model: type[BaseModel]) -> str:
+def _reason(error: Any, model: type[BaseModel]) -> str:
     loc = tuple(error["loc"])
     if error["type"] == "extra_forbidden":
         owner = _model_at(model, loc[:-1])
