@@ -1,8 +1,8 @@
 """QUIVER engine: interventional perturbation and replay for compound LLM pipelines.
 
-The core package holds the data model and the mathematics (traces, redaction, and
-later distances, graphs and estimators); it never calls the network and never runs
-user code. The instrumentation API that pipelines use (``quiver.node``,
+The core package holds the data model and the mathematics (traces, redaction,
+graphs, distances, pairs, estimators, the observational profile and its report); it
+never calls the network and never runs user code. The instrumentation API that pipelines use (``quiver.node``,
 ``quiver.decide``, ``quiver.loop``, ``quiver.template``, ``quiver.llm`` ...) lives in
 :mod:`quiver.replay` and is re-exported here lazily, so importing ``quiver`` stays
 light and the layering (core <- perturbations <- replay <- experiments) holds.
@@ -41,6 +41,14 @@ from ._trace import (
     trace_json_schema,
 )
 from ._traceio import TraceLoad, TraceWriter, iter_traces, load_traces, write_traces
+from ._analyze import Profile, analyze, default_cache_dir
+from ._distance import FieldTypeError, TextDistance, output_distance, texts_to_compare, value_distance
+from ._embed import Embedder, EmbeddingError, EmbeddingStore, FunctionEmbedder, SentenceTransformerEmbedder
+from ._estimate import Estimate, GroupBootstrap
+from ._faithfulness import load_golden
+from ._graph import FieldSpec, GraphInference, LoopSpec, NodeSpec, PipelineGraph, infer_graph, load_graph
+from ._pairs import NoPairsError, PairTable
+from ._report import render_report
 
 __version__ = "0.1.0"
 
@@ -95,6 +103,32 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Embedder",
+    "EmbeddingError",
+    "EmbeddingStore",
+    "Estimate",
+    "FieldSpec",
+    "FieldTypeError",
+    "FunctionEmbedder",
+    "GraphInference",
+    "GroupBootstrap",
+    "LoopSpec",
+    "NoPairsError",
+    "NodeSpec",
+    "PairTable",
+    "PipelineGraph",
+    "Profile",
+    "SentenceTransformerEmbedder",
+    "TextDistance",
+    "analyze",
+    "default_cache_dir",
+    "infer_graph",
+    "load_golden",
+    "load_graph",
+    "output_distance",
+    "render_report",
+    "texts_to_compare",
+    "value_distance",
     "SCHEMA_VERSION",
     "CallError",
     "CallKind",

@@ -73,11 +73,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser(
         "schema",
-        help="print a JSON Schema (trace format, experiment spec)",
-        description="Print the JSON Schema of the trace format or of the experiment spec.",
+        help="print a JSON Schema (trace format, experiment spec, graph file)",
+        description="Print the JSON Schema of the trace format, the experiment spec or the graph YAML.",
     )
-    schema.add_argument("what", choices=["trace", "spec"], help="which schema")
+    schema.add_argument("what", choices=["trace", "spec", "graph"], help="which schema")
     schema.set_defaults(handler=_cmd_schema)
+
+    ana = sub.add_parser(
+        "analyze",
+        help="the observational profile of a corpus: sensitivities, divergence, thresholds",
+        description=(
+            "Form every same-input pair of the traces, compare them node by node with "
+            "type-dispatched distances (texts embedded once each with all-MiniLM-L6-v2, "
+            "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
+            "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
+            "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
+            "report.md and PNG plots to --out."
+        ),
+    )
+    ana.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
+    ana.add_argument("--out", type=Path, required=True, help="output folder")
+    ana.add_argument("--graph", type=Path, help="graph YAML (types, roles, edges, loop); the rest is inferred")
+    ana.add_argument("--pipeline", help="module:function whose @quiver.node declarations give types and edges")
+    ana.add_argument("--golden", type=Path, help="golden JSONL {input_id, node, output} for faithfulness")
+    ana.add_argument("--epsilon", type=float, default=0.01, help="distance below which a node is unchanged (0.01)")
+    ana.add_argument("--alpha", type=float, action="append", help="level for budgets and impact sets (repeatable; 0.5, 0.8)")
+    ana.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of input groups (1000)")
+    ana.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    ana.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")
+    ana.add_argument("--cache", type=Path, help="embedding cache folder (default ~/.cache/quiver/embeddings)")
+    ana.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    ana.add_argument("--quiet", action="store_true", help="no progress lines")
+    ana.set_defaults(handler=_cmd_analyze)
 
     val = sub.add_parser(
         "validate",
@@ -113,6 +140,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from ._analysis import run_analyze
+
+    return run_analyze(args)
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
     from quiver.replay import FaultConfig, SimulatorConfig, check_loopback
     from quiver.replay._simprocess import serve
@@ -120,7 +153,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     check_loopback(args.host)
     faults = FaultConfig()
     if args.faults is not None:
-        from ._yamlspec import load_spec
+        from quiver._yamlspec import load_spec
 
         faults = load_spec(FaultConfig, args.faults)
     config = SimulatorConfig(
@@ -133,6 +166,10 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     if args.what == "trace":
         schema = trace_json_schema()
+    elif args.what == "graph":
+        from quiver._graph import PipelineGraph
+
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **PipelineGraph.model_json_schema()}
     else:
         from ._spec import RecordSpec
 

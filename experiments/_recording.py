@@ -28,7 +28,7 @@ from quiver.replay import (
 )
 
 from ._spec import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
-from ._yamlspec import load_spec
+from quiver._yamlspec import load_spec
 
 __all__ = ["RecordOverrides", "run_record", "open_llm"]
 

@@ -37,7 +37,11 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from typing import Any, TypeVar, overload
 
 from quiver._canonical import content_hash, to_jsonable
+from pydantic import ValidationError
+
 from quiver._errors import InstrumentationError
+from quiver._graph import NodeSpec as GraphNode
+from quiver._graph import PipelineGraph
 from quiver._trace import CallKind, RetrievalDoc, ToolStep
 
 from ._context import (
@@ -63,6 +67,7 @@ __all__ = [
     "retrieved",
     "tool_step",
     "child_call",
+    "declared_graph",
 ]
 
 log = logging.getLogger("quiver")
@@ -160,6 +165,8 @@ class NodeSpec:
         parents: Sequence[str],
         ignore: Sequence[str],
         inputs: Mapping[str, Any] | None,
+        fields: Mapping[str, Any] | None = None,
+        output: Mapping[str, Any] | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise InstrumentationError(f"node kind must be one of {', '.join(_KINDS)}; got {kind!r}")
@@ -168,11 +175,15 @@ class NodeSpec:
         self.parents = tuple(parents)
         self.ignore = frozenset(ignore)
         self.inputs = dict(inputs or {})
+        self.declared = _declaration(fields, output)
         self._stack: list[tuple[_OpenCall, CallHandle]] = []
+        if name:
+            _declare(name, self)
 
     # -- decorator -------------------------------------------------------------------
     def __call__(self, fn: F) -> F:
         name = self.name or fn.__name__
+        _declare(name, self)
         signature = inspect.signature(fn)
 
         def bound_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -260,6 +271,8 @@ def node(
     parents: Sequence[str] = (),
     ignore: Sequence[str] = (),
     inputs: Mapping[str, Any] | None = None,
+    fields: Mapping[str, Any] | None = None,
+    output: Mapping[str, Any] | None = None,
 ) -> NodeSpec: ...
 def node(
     name: Any = None,
@@ -269,6 +282,8 @@ def node(
     parents: Sequence[str] = (),
     ignore: Sequence[str] = (),
     inputs: Mapping[str, Any] | None = None,
+    fields: Mapping[str, Any] | None = None,
+    output: Mapping[str, Any] | None = None,
 ) -> Any:
     """Mark a function or a block as a pipeline node.
 
@@ -287,10 +302,52 @@ def node(
         ignore: Argument names left out of the input hash and of data-flow inference
             (clients, connections, callbacks).
         inputs: For the block form: the inputs to hash and to infer parents from.
+        fields: The output's field types and roles for the analysis, as in a graph
+            file: ``{"turn_type": {"type": "categorical", "role": "routing"}}``.
+        output: The whole output's type, for outputs that are not objects:
+            ``{"type": "set"}``.
+
+    ``quiver.replay.declared_graph()`` collects the declared types and parents of
+    every node defined so far.
     """
     if callable(name):
         return NodeSpec(None, kind, parents, ignore, inputs)(name)
-    return NodeSpec(name, kind, parents, ignore, inputs)
+    return NodeSpec(name, kind, parents, ignore, inputs, fields, output)
+
+
+_declared: dict[str, NodeSpec] = {}
+
+
+def _declaration(fields: Mapping[str, Any] | None, output: Mapping[str, Any] | None) -> GraphNode | None:
+    if fields is None and output is None:
+        return None
+    try:
+        return GraphNode.model_validate({"fields": fields, "output": output})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InstrumentationError(f"quiver.node field declaration {where}: {first['msg']}") from None
+
+
+def _declare(name: str, spec: NodeSpec) -> None:
+    if spec.declared is not None or spec.parents:
+        _declared[name] = spec
+
+
+def declared_graph() -> PipelineGraph:
+    """The graph declared by the ``@quiver.node`` decorators run so far.
+
+    Nodes that declared ``fields=`` or ``output=`` carry those types; edges come from
+    every node's declared ``parents=``. Complete it from recorded traces with
+    ``quiver.infer_graph(traces, base=declared_graph())``.
+    """
+    nodes = {name: spec.declared for name, spec in _declared.items() if spec.declared is not None}
+    edges = [(p, name) for name, spec in _declared.items() for p in spec.parents]
+    for p, _ in edges:
+        nodes.setdefault(p, GraphNode())
+    for _, c in edges:
+        nodes.setdefault(c, GraphNode())
+    return PipelineGraph(nodes=nodes, edges=edges)
 
 
 def child_call(name: str, kind: CallKind, inputs: Any) -> _OpenCall:

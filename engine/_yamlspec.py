@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from quiver._errors import SpecError
-from quiver._traceio import format_loc
+from ._errors import SpecError
+from ._traceio import format_loc
 
 __all__ = ["load_yaml_with_lines", "load_spec", "validate_spec"]
 
@@ -86,24 +86,33 @@ def _unwrap_model(annotation: Any) -> Any:
 
 
 def _model_at(model: type[BaseModel], loc: Path_) -> type[BaseModel] | None:
+    """The pydantic model that the field path ``loc`` leads to, if any."""
     current: Any = model
+    skip_key = False
     for part in loc:
-        if current is None:
-            return None
-        if isinstance(part, int):
+        if isinstance(part, int) or skip_key:
+            skip_key = False
             continue
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
-            if field is None:
-                return None
-            annotation = field.annotation
-            args = typing.get_args(annotation)
-            current = _unwrap_model(annotation) or next(
-                (m for m in (_unwrap_model(a) for a in args) if m is not None), None
-            )
-        else:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        annotation = field.annotation
+        args = typing.get_args(annotation)
+        current = _unwrap_model(annotation) or next(
+            (m for m in (_unwrap_model(a) for a in args) if m is not None), None
+        )
+        skip_key = _is_mapping(annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _is_mapping(annotation: Any) -> bool:
+    """A dict-valued field (possibly optional): its next path part is a key."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_mapping(a) for a in typing.get_args(annotation))
+    return origin is dict
 
 
 def _reason(error: Any, model: type[BaseModel]) -> str:

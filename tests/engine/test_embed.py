@@ -1,0 +1,160 @@
+"""Text embeddings: the real all-MiniLM-L6-v2 (offline, CPU), the store and its disk cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quiver._embed import (
+    EmbeddingError,
+    EmbeddingStore,
+    FunctionEmbedder,
+    SentenceTransformerEmbedder,
+)
+from quiver._errors import QuiverError
+
+TEXTS = [f"customer {i} asks how to return a pair of shoes bought in store {i % 3}" for i in range(15)]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceTransformerEmbedder:
+    """The default model, loaded once for the module (on its first encode)."""
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture
+def store(minilm: SentenceTransformerEmbedder) -> Iterator[EmbeddingStore]:
+    with EmbeddingStore(minilm) as s:
+        yield s
+
+
+def letters(texts: list[str]) -> list[list[float]]:
+    """A toy embedding: letter counts a-z (unnormalised on purpose)."""
+    return [[float(t.lower().count(c)) for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
+
+
+def test_importing_the_module_loads_no_model_library() -> None:
+    code = "import sys, quiver._embed; print(any(m in sys.modules for m in ('torch', 'sentence_transformers')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_the_default_model_gives_unit_float32_rows(minilm: SentenceTransformerEmbedder) -> None:
+    vectors = minilm.encode(["a red shoe", "a blue car"])
+    assert vectors.shape == (2, 384)
+    assert vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert minilm.load_seconds > 0
+    assert minilm.encode([]).shape == (0, 384)
+
+
+def test_near_paraphrases_are_closer_than_unrelated_sentences(store: EmbeddingStore) -> None:
+    anchor = "How do I reset my password?"
+    paraphrase = "What are the steps to reset my password?"
+    unrelated = "The train to Lyon leaves at nine in the morning."
+    assert store.distance(anchor, paraphrase) < 0.3
+    assert store.distance(anchor, paraphrase) < store.distance(anchor, unrelated) - 0.3
+
+
+def test_distance_is_in_the_unit_interval_and_symmetric(store: EmbeddingStore) -> None:
+    texts = ["refund my order", "I want my money back", "bananas are yellow", "", "  ", "¿dónde está?"]
+    store.ensure(texts)
+    for a in texts:
+        for b in texts:
+            d = store.distance(a, b)
+            assert 0.0 <= d <= 1.0
+            assert d == store.distance(b, a)
+
+
+def test_identical_texts_are_zero_without_encoding(store: EmbeddingStore) -> None:
+    assert store.distance("never embedded", "never embedded") == 0.0
+    assert store.stats["needed"] == 0
+    assert store.stats["embedded"] == 0
+
+
+def test_distance_embeds_unseen_texts_on_the_spot(store: EmbeddingStore) -> None:
+    store.distance("first unseen text", "second unseen text")
+    assert store.stats["needed"] == 2
+    assert store.stats["embedded"] == 2
+
+
+def test_ensure_embeds_each_distinct_text_once_and_the_cache_serves_the_next_run(
+    minilm: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    texts = TEXTS + TEXTS[:5]
+    done: list[int] = []
+    with EmbeddingStore(minilm, cache_dir=tmp_path / "cache") as first:
+        first.ensure(texts, progress=done.append)
+        first.ensure(texts)  # already in memory: nothing new
+        vectors = [first.vector(t) for t in TEXTS]
+        assert first.stats["needed"] == 15
+        assert first.stats["embedded"] == 15
+        assert first.stats["cache_hits"] == 0
+    assert sum(done) == 15
+
+    with EmbeddingStore(minilm, cache_dir=tmp_path / "cache") as second:
+        second.ensure(texts)
+        assert second.stats["embedded"] == 0
+        assert second.stats["cache_hits"] == 15
+        assert second.stats["encode_seconds"] == 0.0
+        for text, vector in zip(TEXTS, vectors):
+            assert np.array_equal(second.vector(text), vector)
+
+
+def test_progress_counts_every_distinct_text_across_memory_cache_and_batches(tmp_path: Path) -> None:
+    embedder = FunctionEmbedder(letters, name="letters", batch_size=4)
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as warm:
+        warm.ensure(["a", "b"])
+    done: list[int] = []
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        s.ensure(["c"])
+        s.ensure(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "a"], progress=done.append)
+        assert done == [3, 4, 3]  # a, b from the cache and c from memory; then d-j in batches of 4
+        assert (s.stats["needed"], s.stats["embedded"], s.stats["cache_hits"]) == (10, 8, 2)
+        assert s.stats["load_seconds"] == 0.0
+
+
+def test_a_function_embedder_plugs_in_and_its_rows_are_normalised() -> None:
+    embedder = FunctionEmbedder(letters, name="letters")
+    vectors = embedder.encode(["aab", "zzz"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    with EmbeddingStore(embedder) as s:
+        # "ab" -> (1, 1, 0...), "a" -> (1, 0, ...): cos = 1 / sqrt(2)
+        assert s.distance("ab", "a") == pytest.approx(1 - 2 ** -0.5, abs=1e-6)
+        assert s.distance("abc", "xyz") == 1.0
+
+
+def test_cache_entries_are_keyed_by_the_embedder_name(tmp_path: Path) -> None:
+    with EmbeddingStore(FunctionEmbedder(letters, name="letters"), cache_dir=tmp_path) as s:
+        s.ensure(["shared text"])
+    with EmbeddingStore(FunctionEmbedder(letters, name="letters-v2"), cache_dir=tmp_path) as s:
+        s.ensure(["shared text"])
+        assert s.stats["cache_hits"] == 0
+        assert s.stats["embedded"] == 1
+
+
+def test_a_function_returning_the_wrong_shape_is_refused() -> None:
+    embedder = FunctionEmbedder(lambda texts: [[1.0, 0.0]], name="one-row")
+    with pytest.raises(EmbeddingError, match=r"embedder 'one-row' returned an array of shape \(1, 2\) for 3 texts"):
+        embedder.encode(["a", "b", "c"])
+
+
+def test_a_missing_local_model_path_gives_a_one_line_embedding_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(EmbeddingError) as err:
+        SentenceTransformerEmbedder(str(missing)).encode(["x"])
+    assert isinstance(err.value, QuiverError)
+    assert "\n" not in str(err.value)
+    assert str(missing) in str(err.value)
+    assert "sentence-transformers model" in str(err.value)
+
+
+def test_a_folder_that_is_not_a_model_gives_a_one_line_embedding_error(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="cannot load embedding model") as err:
+        SentenceTransformerEmbedder(str(tmp_path)).encode(["x"])
+    assert "\n" not in str(err.value)
