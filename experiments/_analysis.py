@@ -45,8 +45,18 @@ def _base_graph(args: argparse.Namespace) -> PipelineGraph | None:
         from quiver.replay import declared_graph, load_pipeline
 
         load_pipeline(args.pipeline, Path.cwd())
-        return declared_graph()
+        return _ran_only(declared_graph(), args.traces)
     return None
+
+
+def _ran_only(graph: PipelineGraph, files: list[Path]) -> PipelineGraph:
+    """The declared types of the nodes that ran in these traces (not a branch never
+    taken, nor a node of another pipeline in the same module). Edges are left to the
+    recorded parents, which already hold every declared ``parents=``."""
+    from quiver._traceio import iter_traces
+
+    ran = {c.node for path in files if path.is_file() for t in iter_traces(path) for c in t.calls}
+    return PipelineGraph(nodes={n: spec for n, spec in graph.nodes.items() if n in ran})
 
 
 def write_profile(profile: Profile, out: Path, *, plots: bool = True) -> list[Path]:

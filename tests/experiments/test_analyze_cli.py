@@ -89,3 +89,23 @@ def test_an_empty_file_and_a_missing_file(tmp_path: Path) -> None:
                     f"trace file {empty} holds no trace; record a corpus into it with `quiver record`")
     _one_line_error(analyze_quietly(str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o")),
                     f"trace file {tmp_path / 'nope.jsonl'} does not exist")
+
+
+def test_types_declared_on_the_decorators_are_used(corpus: Path, tmp_path: Path) -> None:
+    module = tmp_path / "declared.py"
+    module.write_text(
+        "import quiver\n"
+        "@quiver.node('classify', fields={'category': {'type': 'categorical', 'role': 'routing'},\n"
+        "                                 'sentiment': {'type': 'categorical', 'role': 'observability'}})\n"
+        "def classify(text): ...\n"
+        "@quiver.node('never-ran', output={'type': 'text'})\n"
+        "def unused(x): ...\n"
+    )
+    proc = run("analyze", str(corpus), "--out", str(tmp_path / "o"), "--pipeline", f"{module}:classify",
+               "--cache", str(tmp_path / "cache"), "--quiet", "--no-plots")
+    assert proc.returncode == 0, proc.stderr
+    graph = json.loads((tmp_path / "o" / "profile.json").read_text())["graph"]
+    fields = graph["nodes"]["classify"]["fields"]
+    assert fields["category"]["role"] == "routing" and fields["sentiment"]["role"] == "observability"
+    assert fields["urgent"]["type"] == "bool"  # not declared: inferred
+    assert "never-ran" not in graph["nodes"]

@@ -229,3 +229,28 @@ def test_llm_calls_record_the_contract_and_reuse_the_sample_key(llm_client: LLMC
     extra = a.calls[2]
     assert (extra.node, extra.kind, extra.call_path) == ("llm", "llm", "llm#0")
     assert extra.prompt is not None and extra.prompt.template_id is None
+
+
+def test_decorators_declare_field_types_and_edges_for_the_analysis() -> None:
+    from quiver.replay import declared_graph
+
+    @quiver.node("signal-decl", kind="llm", fields={"turn_type": {"type": "categorical", "role": "routing"},
+                                                     "note": {"type": "text", "role": "observability"}})
+    def signal(q: str) -> dict:
+        return {"turn_type": "question", "note": q}
+
+    @quiver.node("planner-decl", parents=["signal-decl"], output={"type": "set"})
+    def planner(s: dict) -> list[str]:
+        return ["a"]
+
+    graph = declared_graph()
+    fields = graph.nodes["signal-decl"].fields or {}
+    assert (fields["turn_type"].type, fields["turn_type"].effective_weight) == ("categorical", 2.0)
+    assert fields["note"].effective_weight == 0.0
+    assert graph.nodes["planner-decl"].output is not None and graph.nodes["planner-decl"].output.type == "set"
+    assert ("signal-decl", "planner-decl") in graph.edges
+
+
+def test_a_bad_field_declaration_is_refused_where_it_is_written() -> None:
+    with pytest.raises(InstrumentationError, match=r"quiver.node field declaration fields.x.type: Input should be"):
+        quiver.node("bad-decl", fields={"x": {"type": "vector"}})
