@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import quiver
+from quiver.experiments.support_bot.textnorm import STOPWORDS, WORD, stem
 
 __all__ = [
     "run", "first_wave", "initial_material", "plan_and_act", "rewriter", "signal_analysis",
@@ -122,37 +122,11 @@ REPLY_FORMAT = _json_format("reply", {"response": _STRING, "selected_refs": _STR
 
 # --------------------------------------------------------------------------- text and corpus
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-STOPWORDS = frozenset(
-    "a about after all also am an and any anyone are as at be been but by can can't could did do does "
-    "doesn't don't for from get gets got had has have how i i'm if in into is it it's its just me my no "
-    "not now of off on once or our out per please so some than that the their them then there these they "
-    "this those though to too up us was we were what what's when where which who why will with won't "
-    "would you your".split()
-)
-
-
-def _stem(word: str) -> str:
-    """A light stemmer: plurals, then -ing / -ed, then a final -e
-    (``invoices``, ``invoiced`` -> ``invoic``; ``exporting`` -> ``export``)."""
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
-                word = word[:-1]
-            break
-    if len(word) > 4 and word.endswith("e"):
-        word = word[:-1]
-    return word
 
 
 def terms(text: str) -> list[str]:
     """Lower-cased, stemmed word tokens without stopwords."""
-    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return [stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
 def _read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:

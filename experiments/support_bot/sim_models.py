@@ -43,6 +43,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+from quiver.experiments.support_bot.textnorm import STOPWORDS, WORD, stem
 from quiver.replay import Fields, SimRequest, Text, sim_model
 
 __all__ = [
@@ -67,14 +68,6 @@ RUNNER_UP = 0.4
 
 # --------------------------------------------------------------------------- words
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-STOPWORDS = frozenset(
-    "a about after all also am an and any anyone are as at be been but by can can't could did do does "
-    "doesn't don't for from get gets got had has have how i i'm if in into is it it's its just me my no "
-    "not now of off on once or our out per please so some than that the their them then there these they "
-    "this those though to too up us was we were what what's when where which who why will with won't "
-    "would you your".split()
-)
 FILLER = frozenset(
     "hi hello hey thanks thank ok okay quick question wondering need want know tell guys "
     "anybody somebody someone possible way still again really".split()
@@ -100,40 +93,22 @@ VAGUE = frozenset(
 """Words that name no feature: the planner does not look for them in the material."""
 
 
-def _stem(word: str) -> str:
-    """A light stemmer: plurals, then -ing / -ed, then a final -e
-    (``invoices``, ``invoiced`` -> ``invoic``; ``exporting`` -> ``export``)."""
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
-                word = word[:-1]
-            break
-    if len(word) > 4 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-ACCOUNT_NOUNS = {_stem(noun): endpoint for endpoint, nouns in ACCOUNT_WORDS.items() for noun in nouns}
+ACCOUNT_NOUNS = {stem(noun): endpoint for endpoint, nouns in ACCOUNT_WORDS.items() for noun in nouns}
 """Stemmed account nouns -> endpoint."""
 
 
 def _vague(word: str) -> bool:
-    return word in VAGUE or _stem(word) in VAGUE
+    return word in VAGUE or stem(word) in VAGUE
 
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens."""
-    return _WORD.findall(text.lower())
+    return WORD.findall(text.lower())
 
 
 def stems(text: str) -> set[str]:
     """Stemmed content words."""
-    return {_stem(w) for w in words(text) if w not in STOPWORDS}
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
 
 
 def key_terms(label: str) -> list[str]:
@@ -142,8 +117,8 @@ def key_terms(label: str) -> list[str]:
     for w in words(label):
         if w in POSSESSIVES or w in CUES or w in STOPWORDS or _vague(w):
             continue
-        if _stem(w) not in out:
-            out.append(_stem(w))
+        if stem(w) not in out:
+            out.append(stem(w))
     return out
 
 
@@ -207,7 +182,7 @@ def label_words(clause: str) -> list[str]:
     """A request's key words in order: its words that are not stopwords, filler or vague,
     plus ``my``/``our``/``we`` when it asks about the customer's own account."""
     raw = words(clause)
-    own = any(_stem(w) in ACCOUNT_NOUNS for w in raw)
+    own = any(stem(w) in ACCOUNT_NOUNS for w in raw)
     out: list[str] = []
     for w in raw:
         keep = (w not in STOPWORDS and w not in FILLER and not _vague(w)) or (own and w in POSSESSIVES)
@@ -391,7 +366,7 @@ def coverage(label: str, material: Iterable[str]) -> tuple[float, list[str]]:
     found: set[str] = set()
     for text in material:
         found |= stems(text)
-    written = {_stem(w): w for w in reversed(words(label))}
+    written = {stem(w): w for w in reversed(words(label))}
     gaps = [written[t] for t in keys if t not in found]
     return (1.0 - len(gaps) / len(keys) if keys else 1.0), gaps
 
@@ -410,8 +385,8 @@ def endpoint_for(label: str) -> str:
     if not POSSESSIVES & set(ws):
         return "none"
     for w in ws:
-        if _stem(w) in ACCOUNT_NOUNS:
-            return ACCOUNT_NOUNS[_stem(w)]
+        if stem(w) in ACCOUNT_NOUNS:
+            return ACCOUNT_NOUNS[stem(w)]
     return "none"
 
 
