@@ -68,19 +68,20 @@ def _production(traces: Iterable[Trace]) -> dict[tuple[str, str], list[Any]]:
     return prod
 
 
-def _comparisons(golden: Sequence[GoldenLine], traces: Sequence[Trace], graph: PipelineGraph) -> list[tuple[str, Any, Any]]:
+def _comparisons(
+    golden: Sequence[GoldenLine], prod: dict[tuple[str, str], list[Any]], graph: PipelineGraph
+) -> list[tuple[str, Any, Any]]:
     unknown = sorted({node for _, node, _ in golden if node not in graph.nodes})
     if unknown:
         raise SpecError(None, None, "golden", f"golden lines name node(s) {', '.join(unknown)} that the graph does not have; "
                         f"its nodes: {', '.join(graph.nodes)}")
-    prod = _production(traces)
     return [(node, out, expected) for input_id, node, expected in golden for out in prod.get((input_id, node), [])]
 
 
 def golden_texts(golden: Sequence[GoldenLine], traces: Sequence[Trace], graph: PipelineGraph) -> list[str]:
     """Every text the faithfulness comparisons need embedded."""
     texts: dict[str, None] = {}
-    for node, out, expected in _comparisons(golden, traces, graph):
+    for node, out, expected in _comparisons(golden, _production(traces), graph):
         for s, t in texts_to_compare(graph.nodes[node], out, expected):
             texts[s] = None
             texts[t] = None
@@ -98,10 +99,9 @@ def _kl(prod: Counter[str], golden: Counter[str], categories: Iterable[str]) -> 
 
 
 def _category_counts(
-    golden: Sequence[GoldenLine], traces: Sequence[Trace], graph: PipelineGraph
+    golden: Sequence[GoldenLine], prod: dict[tuple[str, str], list[Any]], graph: PipelineGraph
 ) -> dict[tuple[str, str], tuple[Counter[str], Counter[str]]]:
     """Per categorical/bool field: value counts in production and in the golden file."""
-    prod = _production(traces)
     counts: dict[tuple[str, str], tuple[Counter[str], Counter[str]]] = {}
     for input_id, node, expected in golden:
         for f, spec in (graph.nodes[node].fields or {}).items():
@@ -122,10 +122,11 @@ def faithfulness(
 ) -> list[dict[str, Any]]:
     """Per node: the gap, its n, the min and max field, and per-field distance, n and KL."""
     per_field: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for node, out, expected in _comparisons(golden, traces, graph):
+    prod = _production(traces)
+    for node, out, expected in _comparisons(golden, prod, graph):
         for f, v in output_distance(graph.nodes[node], out, expected, text)[1].items():
             per_field[node][f].append(v)
-    categories = _category_counts(golden, traces, graph)
+    categories = _category_counts(golden, prod, graph)
     return [_node_row(node, fields, graph, categories) for node, fields in sorted(per_field.items())]
 
 

@@ -229,10 +229,9 @@ class TraceBuilder:
         with self._lock:
             for h in _flow_hashes(record.output):
                 self._by_output.setdefault(h, []).append(record)
-            self._last_of_node[record.node] = max(
-                [r for r in (self._last_of_node.get(record.node), record) if r is not None],
-                key=lambda r: r.key,
-            )
+            last = self._last_of_node.get(record.node)
+            if last is None or record.key > last.key:
+                self._last_of_node[record.node] = record
 
     def _infer_parents(self, inputs: Any, declared: tuple[str, ...]) -> list[CallRecord]:
         found: list[CallRecord] = []

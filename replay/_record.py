@@ -218,7 +218,7 @@ def record_corpus(
             fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress, resume
         )
         progress.close()
-        order = {(item.input_id, r): i for i, (item, r) in enumerate((it, r) for it in inputs for r in range(repeats))}
+        order = {key: i for i, key in enumerate((item.input_id, r) for item in inputs for r in range(repeats))}
         traces = sorted(iter_traces(partial_path), key=lambda t: order.get((t.input_id, t.repeat), len(order)))
         tmp = output_dir / "traces.jsonl.tmp"
         write_traces(tmp, traces)
