@@ -1,0 +1,61 @@
+"""quiver.perturbations: the operators that perturb one node call of a recorded trace.
+
+Seven operators are registered on import (QUIVER.md §11):
+
+========================  =========  ======  ==========================================
+name                      mode       binary  what it does
+========================  =========  ======  ==========================================
+``override``              output     yes     force fields to given values
+``bool_flip``             output     yes     negate a boolean field
+``categorical_flip``      output     yes     flip a class (given, next-most-likely, next)
+``list_edit``             output     no      remove, reorder, add or truncate elements
+``text_edit``             output     no      add or remove keywords, paraphrase
+``prompt_swap``           execution  no      re-run with a prompt template variant
+``param_change``          execution  no      re-run with other model or sampling params
+========================  =========  ======  ==========================================
+
+Binary operators put a pair in the no-op stratum when the baseline already had the
+value; the others are effective iff the target's distance ``d_i > eps`` (QUIVER.md §13).
+Third-party operators register through the entry-point group ``quiver.operators`` (see
+:mod:`quiver.perturbations._registry`).
+"""
+
+from __future__ import annotations
+
+from ._execution import ParamChange, PromptSwap
+from ._output import BoolFlip, CategoricalFlip, ListEdit, Override, TextEdit, logprob_alternatives
+from ._registry import (
+    ExecutionChange,
+    Operator,
+    OperatorContext,
+    OperatorError,
+    OperatorParams,
+    expand_ladder,
+    expand_variants,
+    get_operator,
+    make_operator,
+    operator,
+    registered_operators,
+)
+
+__all__ = [
+    "OperatorError",
+    "ExecutionChange",
+    "OperatorContext",
+    "OperatorParams",
+    "Operator",
+    "operator",
+    "get_operator",
+    "registered_operators",
+    "make_operator",
+    "expand_ladder",
+    "expand_variants",
+    "logprob_alternatives",
+    "Override",
+    "BoolFlip",
+    "CategoricalFlip",
+    "ListEdit",
+    "TextEdit",
+    "PromptSwap",
+    "ParamChange",
+]

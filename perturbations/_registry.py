@@ -1,0 +1,392 @@
+"""Perturbation operators: the base class, the registry and the parameter expansion.
+
+An operator perturbs one node call of a recorded trace (QUIVER.md §11). It works in
+one of two modes:
+
+* ``output``: the replayer takes the recorded output of the target call and serves
+  ``op.apply(output, ctx)`` in its place (a categorical flip, an override, a list or
+  text edit);
+* ``execution``: the replayer re-executes the target node live with the
+  :class:`ExecutionChange` that ``op.change(ctx)`` returns (a prompt variant, other
+  sampling parameters).
+
+**Strata** (QUIVER.md §13). Every interventional pair falls into the *effective* or the
+*no-op* stratum; the no-op stratum is the negative control whose divergence must return
+to the noise floor. A *binary* operator (``binary = True``: ``override``, ``bool_flip``,
+``categorical_flip``) is decided by value: the pair is a no-op when the baseline already
+had the value the operator forces (:meth:`Operator.is_noop`: the perturbed output equals
+the recorded one). A *continuous* operator (``binary = False``: ``list_edit``,
+``text_edit``, ``prompt_swap``, ``param_change``) is decided by magnitude: the pair is
+effective iff the target's own distance ``d_i > eps``, which the replayer measures.
+
+**Registry.** Operators register by class decorator, and every result records what was
+applied as :meth:`Operator.describe` (``{"op": name, "params": {...}}``)::
+
+    @operator("uppercase")
+    class Uppercase(Operator):
+        mode = "output"
+        binary = False
+        Params = UppercaseParams
+
+        def apply(self, output, ctx):
+            return output.upper()
+
+**Third-party operators** come in through the entry-point group ``quiver.operators``:
+each entry point names an :class:`Operator` subclass (registered under the entry point's
+name) or a module whose import registers its operators with :func:`operator`. They are
+loaded once, the first time a name is not found::
+
+    [project.entry-points."quiver.operators"]
+    my_op = "my_package.ops:MyOperator"
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from abc import ABC
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from quiver._canonical import canonical_json
+from quiver._errors import QuiverError
+from quiver._graph import NodeSpec
+
+__all__ = [
+    "OperatorError",
+    "ExecutionChange",
+    "OperatorContext",
+    "OperatorParams",
+    "Operator",
+    "operator",
+    "get_operator",
+    "registered_operators",
+    "make_operator",
+    "expand_ladder",
+    "expand_variants",
+]
+
+ENTRY_POINT_GROUP = "quiver.operators"
+"""The entry-point group third-party operators are published under."""
+
+
+class OperatorError(QuiverError):
+    """An operator that cannot be built or applied.
+
+    Raised for parameters that are not valid, for an unknown operator name, and for an
+    operator that does not apply to the output at hand (a ``bool_flip`` of a string, a
+    field the output does not have). The message says what would be valid.
+    """
+
+
+@dataclass(frozen=True)
+class ExecutionChange:
+    """What an execution-mode operator changes when the target node runs again.
+
+    Attributes:
+        templates: Template id -> its replacement: a registered template id, or the
+            absolute path of a template file.
+        params: LLM request overrides (``model``, ``temperature``, ``top_p``, ``seed``,
+            ``max_tokens``).
+    """
+
+    templates: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OperatorContext:
+    """What an operator may know about the call it perturbs.
+
+    Attributes:
+        node: The target node's name.
+        spec: The graph's spec of the target node (field types, categories), if any.
+        output: The recorded output of the target call (a JSON value).
+        prompt_template: The template id the recorded call used, if any.
+        logprobs: The recorded response logprobs (OpenAI ``logprobs.content`` entries:
+            ``{token, logprob, top_logprobs: [{token, logprob}, ...]}``), if any.
+        rng: The operator's random generator; the replayer seeds it per (trace,
+            perturbation, repeat), so an operator is deterministic given that seed.
+        chat: An LLM call ``(messages, params) -> content`` (for paraphrases), if any.
+        base_dir: The folder relative paths in the parameters resolve against (the
+            spec's folder); ``None`` means the working directory.
+    """
+
+    node: str
+    spec: NodeSpec | None
+    output: Any
+    prompt_template: str | None = None
+    logprobs: list[dict[str, Any]] | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    chat: Callable[[list[dict[str, str]], dict[str, Any]], str] | None = None
+    base_dir: Path | None = None
+
+
+class OperatorParams(BaseModel):
+    """A convenient base for operator parameters: unknown keys are refused, values are
+    frozen, and attribute docstrings become the fields' descriptions (their docs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Operator(ABC):
+    """A perturbation operator, built from validated parameters.
+
+    Subclasses set the class attributes and implement :meth:`apply` (output mode) or
+    :meth:`change` (execution mode), then register with :func:`operator`.
+
+    Attributes:
+        name: The registered name (set by :func:`operator`).
+        mode: ``"output"`` (perturb the recorded output) or ``"execution"`` (re-run the
+            node with a change).
+        binary: ``True`` when the stratum is decided by value (no-op when the baseline
+            already had it), ``False`` when by magnitude (``d_i > eps``).
+        Params: The pydantic model of the parameters.
+        params: This instance's validated parameters.
+    """
+
+    name: ClassVar[str] = ""
+    mode: ClassVar[Literal["output", "execution"]]
+    binary: ClassVar[bool]
+    Params: ClassVar[type[BaseModel]]
+
+    def __init__(self, params: BaseModel) -> None:
+        if not isinstance(params, self.Params):
+            raise OperatorError(
+                f"operator '{self.name}' takes {self.Params.__name__} parameters; got "
+                f"{type(params).__name__} (use make_operator() to build one from a mapping)"
+            )
+        self.params = params
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The perturbed output (output mode); ``output`` is never modified."""
+        raise OperatorError(
+            f"operator '{self.name}' works in {self.mode} mode; it has no apply(), "
+            "the replayer calls change() and re-executes the node"
+        )
+
+    def change(self, ctx: OperatorContext) -> ExecutionChange:
+        """The change to re-execute the target node with (execution mode)."""
+        raise OperatorError(
+            f"operator '{self.name}' works in {self.mode} mode; it has no change(), "
+            "the replayer calls apply() on the recorded output"
+        )
+
+    def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
+        """Whether the perturbation left the output as it was (canonical JSON equality).
+
+        This decides the stratum of binary operators; the replayer decides the others
+        by the target's distance.
+        """
+        return canonical_json(perturbed) == canonical_json(output)
+
+    def describe(self) -> dict[str, Any]:
+        """What was applied, as every result records it: ``{"op": ..., "params": ...}``."""
+        return {"op": self.name, "params": self.params.model_dump(mode="json")}
+
+    @classmethod
+    def variants(cls, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Split one parameter mapping into several perturbations (see
+        :func:`expand_variants`); by default, the parameters as they are."""
+        return [dict(params)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.params!r})"
+
+
+# --------------------------------------------------------------------------- registry
+
+_REGISTRY: dict[str, type[Operator]] = {}
+_FROM_ENTRY_POINTS: set[str] = set()
+_FAILED_ENTRY_POINTS: dict[str, str] = {}
+_entry_points_loaded = False
+
+
+def _check_operator_class(name: str, cls: Any) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Operator)):
+        raise OperatorError(f"operator '{name}' must be a subclass of quiver.perturbations.Operator; got {cls!r}")
+    problems = []
+    if getattr(cls, "mode", None) not in ("output", "execution"):
+        problems.append("mode = 'output' or 'execution'")
+    if not isinstance(getattr(cls, "binary", None), bool):
+        problems.append("binary = True or False")
+    params = getattr(cls, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        problems.append("Params = a pydantic model of its parameters")
+    if problems:
+        raise OperatorError(f"operator class {cls.__qualname__} ('{name}') must set {'; '.join(problems)}")
+
+
+def _register(name: str, cls: type[Operator], *, rename: bool = False) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise OperatorError(f"an operator name must be a non-empty string; got {name!r}")
+    _check_operator_class(name, cls)
+    known = _REGISTRY.get(name)
+    if known is not None and known is not cls:
+        raise OperatorError(
+            f"operator name '{name}' is already registered by {known.__module__}.{known.__qualname__}; "
+            f"{cls.__module__}.{cls.__qualname__} needs another name"
+        )
+    if rename or not cls.__dict__.get("name"):
+        cls.name = name
+    _REGISTRY[name] = cls
+
+
+def operator(name: str) -> Callable[[type[Operator]], type[Operator]]:
+    """Class decorator registering an :class:`Operator` subclass as ``name``.
+
+    Raises:
+        OperatorError: ``name`` is taken by another class, or the class does not set
+            ``mode``, ``binary`` and ``Params``.
+    """
+
+    def decorate(cls: type[Operator]) -> type[Operator]:
+        _register(name, cls, rename=True)
+        return cls
+
+    return decorate
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        before = set(_REGISTRY)
+        try:
+            loaded = ep.load()
+            if isinstance(loaded, type):
+                _register(ep.name, loaded)
+            elif ep.name not in _REGISTRY:
+                raise OperatorError(
+                    f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which "
+                    f"registered no operator named '{ep.name}'; it must name an Operator subclass "
+                    "or a module that registers one with @operator"
+                )
+        except Exception as exc:  # a broken plugin must not hide the other operators
+            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
+        _FROM_ENTRY_POINTS.update(set(_REGISTRY) - before)
+
+
+def _reload_entry_points() -> None:
+    """Forget the operators loaded from entry points and load them again (for tests)."""
+    global _entry_points_loaded
+    for name in _FROM_ENTRY_POINTS:
+        _REGISTRY.pop(name, None)
+    _FROM_ENTRY_POINTS.clear()
+    _FAILED_ENTRY_POINTS.clear()
+    _entry_points_loaded = False
+    _load_entry_points()
+
+
+def registered_operators() -> dict[str, type[Operator]]:
+    """Every registered operator by name, including those from entry points."""
+    _load_entry_points()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_operator(name: str) -> type[Operator]:
+    """The operator class registered as ``name``.
+
+    Raises:
+        OperatorError: No operator has that name (the message lists the known ones), or
+            the entry point that should provide it failed to load.
+    """
+    if name not in _REGISTRY:
+        _load_entry_points()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in _FAILED_ENTRY_POINTS:
+        raise OperatorError(f"operator '{name}' could not be loaded from {_FAILED_ENTRY_POINTS[name]}")
+    raise OperatorError(
+        f"unknown operator {name!r}; known operators: {', '.join(sorted(_REGISTRY))} "
+        f"(third-party operators register in the entry-point group '{ENTRY_POINT_GROUP}')"
+    )
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _error_location(loc: Sequence[int | str]) -> str:
+    path = "params"
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _validation_message(name: str, params_model: type[BaseModel], exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors(include_url=False):
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        problems.append(f"{_error_location(err['loc'])}: {msg}")
+    valid = ", ".join(params_model.model_fields) or "none"
+    return f"operator '{name}' {'; '.join(problems)}; valid params: {valid}"
+
+
+def make_operator(name: str, params: Mapping[str, Any] | None) -> Operator:
+    """Build the operator ``name`` from a parameter mapping, validating it.
+
+    Raises:
+        OperatorError: The operator is unknown or the parameters are not valid; the
+            message names each bad parameter and lists the valid ones, e.g.
+            ``operator 'list_edit' params.count: Input should be greater than or equal
+            to 1; valid params: field, action, count, fraction, pool``.
+    """
+    cls = get_operator(name)
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise OperatorError(
+            f"operator '{name}' params must be a mapping of parameter names to values; "
+            f"got {type(params).__name__}; valid params: {', '.join(cls.Params.model_fields)}"
+        )
+    try:
+        validated = cls.Params.model_validate(dict(params))
+    except ValidationError as exc:
+        raise OperatorError(_validation_message(name, cls.Params, exc)) from None
+    return cls(validated)
+
+
+def expand_ladder(
+    params: Mapping[str, Any], ladder: Mapping[str, Sequence[Any]] | None
+) -> list[dict[str, Any]]:
+    """One parameter mapping per step of a ladder.
+
+    ``ladder={"count": [1, 2, 3]}`` gives ``params`` with ``count=1``, then ``2``, then
+    ``3``; several keys give their cartesian product, the first key varying slowest. No
+    ladder gives ``[dict(params)]``.
+
+    Raises:
+        OperatorError: A ladder key also appears in ``params``, or a ladder's steps are
+            not a non-empty list.
+    """
+    if not ladder:
+        return [dict(params)]
+    for key, steps in ladder.items():
+        if key in params:
+            raise OperatorError(
+                f"ladder.{key}: '{key}' is also given in params ({params[key]!r}); give it "
+                "either as one value in params or as the steps of the ladder, not both"
+            )
+        if isinstance(steps, (str, bytes, Mapping)) or not isinstance(steps, Sequence) or not steps:
+            raise OperatorError(f"ladder.{key}: the steps must be a non-empty list of values; got {steps!r}")
+    keys = list(ladder)
+    return [{**params, **dict(zip(keys, combo))} for combo in itertools.product(*(ladder[k] for k in keys))]
+
+
+def expand_variants(name: str, params: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Split one operator's parameters into one mapping per variant.
+
+    ``prompt_swap`` with ``variants: [a, b]`` gives ``[{variant: a, ...}, {variant: b,
+    ...}]``; other operators give ``[params]``.
+
+    Raises:
+        OperatorError: The operator is unknown.
+    """
+    return get_operator(name).variants(dict(params or {}))
