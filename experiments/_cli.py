@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("--quiet", action="store_true", help="no progress lines")
     ana.set_defaults(handler=_cmd_analyze)
 
+    from ._replaying import add_replay_parser
+
+    add_replay_parser(sub)
+    sub.choices["replay"].set_defaults(handler=_cmd_replay)
+
     val = sub.add_parser(
         "validate",
         help="check trace files line by line",
@@ -138,6 +143,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"{result.failed} trace(s) failed; see {result.log_path}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from ._replaying import run_replay
+
+    return run_replay(args)
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

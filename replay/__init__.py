@@ -29,8 +29,32 @@ if TYPE_CHECKING:
         retrieved,
         tool_step,
     )
-    from ._llm import ChatResult, LLMClient, RetryPolicy, configure_llm, derive_sample_key, llm, use_llm
+    from ._llm import (
+        ChatResult,
+        LLMClient,
+        RetryPolicy,
+        configure_llm,
+        derive_sample_key,
+        llm,
+        request_overrides,
+        use_llm,
+        use_response_cache,
+    )
+    from ._cache import ResponseCache
+    from ._pairing import PairResult, pair_results
     from ._pipeline import call_pipeline, load_pipeline
+    from ._diff import Divergence, FieldDiff
+    from ._replay import (
+        DIMENSIONS,
+        ReplayError,
+        ReplayMode,
+        ReplayResult,
+        Target,
+        TargetReport,
+        replay_many,
+        replay_sample_key,
+        replay_trace,
+    )
     from ._record import InputItem, RecordResult, new_run_id, record_corpus, trace_sample_key
     from ._simmodels import Fields, SimChoice, SimRequest, Text, complete, sim_model, sim_model_names
     from ._simprocess import SimulatorProcess
@@ -45,6 +69,22 @@ if TYPE_CHECKING:
     from ._templates import Template, get_template, load_template_file, template, template_overrides
 
 _EXPORTS = {
+    "DIMENSIONS": "._replay",
+    "Divergence": "._diff",
+    "FieldDiff": "._diff",
+    "ReplayError": "._replay",
+    "ReplayMode": "._replay",
+    "ReplayResult": "._replay",
+    "Target": "._replay",
+    "TargetReport": "._replay",
+    "replay_many": "._replay",
+    "replay_sample_key": "._replay",
+    "replay_trace": "._replay",
+    "request_overrides": "._llm",
+    "use_response_cache": "._llm",
+    "ResponseCache": "._cache",
+    "PairResult": "._pairing",
+    "pair_results": "._pairing",
     "bind": "._instrument",
     "call_pipeline": "._pipeline",
     "CallHandle": "._instrument",
@@ -108,6 +148,22 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DIMENSIONS",
+    "Divergence",
+    "FieldDiff",
+    "PairResult",
+    "ReplayError",
+    "ReplayMode",
+    "ReplayResult",
+    "Target",
+    "TargetReport",
+    "pair_results",
+    "replay_many",
+    "replay_sample_key",
+    "replay_trace",
+    "request_overrides",
+    "ResponseCache",
+    "use_response_cache",
     "CallHandle",
     "ChatResult",
     "FaultConfig",

@@ -40,6 +40,7 @@ from quiver._trace import (
 __all__ = [
     "Scope",
     "CallRecord",
+    "Directive",
     "TraceBuilder",
     "current_builder",
     "current_scope",
@@ -84,6 +85,29 @@ class Scope:
         return Scope(key, f"{self.path}/{segment}" if self.path else segment)
 
 
+@dataclass
+class Directive:
+    """What a replay does with one node call, decided when the call opens.
+
+    Attributes:
+        action: ``serve`` (the recorded call stands in for it), ``perturb`` (the
+            replay's target) or ``run`` (the body runs).
+        recorded: The recorded call it was matched to, if any.
+        skip_body: The body does not run: the builder's ``serve_call`` supplies the
+            output (the recorded one, or the perturbed one).
+        context: For a target perturbed in its execution: entered around the body.
+        llm: What LLM calls made on this call's record do: ``serve`` the recorded
+            response, ``serve_if_same`` only when the request equals the recorded one,
+            or go ``live``.
+    """
+
+    action: str
+    recorded: Any = None
+    skip_body: bool = False
+    context: Any = None
+    llm: str = "live"
+
+
 @dataclass(eq=False)
 class CallRecord:
     """A node call being recorded; becomes a :class:`~quiver.NodeCall` at the end."""
@@ -108,6 +132,8 @@ class CallRecord:
     tool: ToolStep | None = None
     tags: dict[str, Any] = field(default_factory=dict)
     error: CallError | None = None
+    replay: Any = None
+    """What a replay does with this call (a ``quiver.replay.Directive``); None when recording."""
 
 
 _TRIVIAL = (type(None), bool, int, float)
@@ -169,6 +195,8 @@ class TraceBuilder:
         self.root = Scope((), "")
         self.tags: dict[str, Any] = {}
         self.retries: Counter[str] = Counter()
+        self.llm_calls: Counter[str] = Counter()
+        """LLM requests answered by the endpoint (not served from a recording), by node."""
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []

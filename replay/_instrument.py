@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -125,6 +126,17 @@ class _OpenCall:
         )
         return cls(record)
 
+    @property
+    def directive(self) -> Any:
+        """The replay's directive for this call (None when recording)."""
+        return self.record.replay if self.record is not None else None
+
+    def serve(self) -> Any:
+        """Close the call without running its body; return the output the replay gives."""
+        builder = current_builder.get()
+        assert builder is not None and self.record is not None
+        return builder.serve_call(self.record)  # type: ignore[attr-defined]
+
     def enter(self) -> None:
         if self.record is not None:
             self._tokens = [
@@ -142,6 +154,13 @@ class _OpenCall:
                 _autofill(self.record, output)
             self.record.tags.pop("_args", None)
             builder.close_call(self.record, output, error)
+
+
+def _perturbed(directive: Any) -> contextlib.AbstractContextManager[Any]:
+    """The execution change of a replay's target, entered around its body."""
+    if directive is not None and directive.context is not None:
+        return directive.context()  # type: ignore[no-any-return]
+    return contextlib.nullcontext()
 
 
 def _autofill(record: CallRecord, output: Any) -> None:
@@ -167,6 +186,7 @@ class NodeSpec:
         inputs: Mapping[str, Any] | None,
         fields: Mapping[str, Any] | None = None,
         output: Mapping[str, Any] | None = None,
+        restore: Callable[[Any], Any] | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise InstrumentationError(f"node kind must be one of {', '.join(_KINDS)}; got {kind!r}")
@@ -176,6 +196,7 @@ class NodeSpec:
         self.ignore = frozenset(ignore)
         self.inputs = dict(inputs or {})
         self.declared = _declaration(fields, output)
+        self.restore = restore
         self._stack: list[tuple[_OpenCall, CallHandle]] = []
         if name:
             _declare(name, self)
@@ -206,9 +227,13 @@ class NodeSpec:
         if inspect.iscoroutinefunction(fn):
 
             async def run_async(call: _OpenCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                directive = call.directive
+                if directive is not None and directive.skip_body:
+                    return self._restored(call.serve())
                 call.enter()
                 try:
-                    result = await fn(*args, **kwargs)
+                    with _perturbed(directive):
+                        result = await fn(*args, **kwargs)
                 except BaseException as exc:
                     call.exit(None, exc)
                     raise
@@ -227,9 +252,13 @@ class NodeSpec:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call = start(args, kwargs)
+            directive = call.directive
+            if directive is not None and directive.skip_body:
+                return self._restored(call.serve())
             call.enter()
             try:
-                result = fn(*args, **kwargs)
+                with _perturbed(directive):
+                    result = fn(*args, **kwargs)
             except BaseException as exc:
                 call.exit(None, exc)
                 raise
@@ -238,6 +267,10 @@ class NodeSpec:
 
         wrapper.__quiver_node__ = name  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
+
+    def _restored(self, output: Any) -> Any:
+        """A served output (recorded JSON) as the node's callers expect it."""
+        return self.restore(output) if self.restore is not None else output
 
     # -- context manager -------------------------------------------------------------
     def __enter__(self) -> CallHandle:
@@ -273,6 +306,7 @@ def node(
     inputs: Mapping[str, Any] | None = None,
     fields: Mapping[str, Any] | None = None,
     output: Mapping[str, Any] | None = None,
+    restore: Callable[[Any], Any] | None = None,
 ) -> NodeSpec: ...
 def node(
     name: Any = None,
@@ -284,6 +318,7 @@ def node(
     inputs: Mapping[str, Any] | None = None,
     fields: Mapping[str, Any] | None = None,
     output: Mapping[str, Any] | None = None,
+    restore: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Mark a function or a block as a pipeline node.
 
@@ -306,13 +341,17 @@ def node(
             file: ``{"turn_type": {"type": "categorical", "role": "routing"}}``.
         output: The whole output's type, for outputs that are not objects:
             ``{"type": "set"}``.
+        restore: Rebuilds the node's return value from its recorded JSON, for replays
+            that serve a frozen call without running it (``MyModel.model_validate``).
+            By default the JSON value is returned as it is: dicts, lists, strings,
+            numbers, booleans and None (a tuple comes back as a list).
 
     ``quiver.replay.declared_graph()`` collects the declared types and parents of
     every node defined so far.
     """
     if callable(name):
         return NodeSpec(None, kind, parents, ignore, inputs)(name)
-    return NodeSpec(name, kind, parents, ignore, inputs, fields, output)
+    return NodeSpec(name, kind, parents, ignore, inputs, fields, output, restore)
 
 
 _declared: dict[str, NodeSpec] = {}

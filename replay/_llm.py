@@ -19,6 +19,7 @@ simulator does; other endpoints ignore the header).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import email.utils
 import hashlib
@@ -29,11 +30,12 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
     AsyncRetrying,
@@ -47,12 +49,16 @@ from quiver._canonical import to_jsonable
 from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
 from quiver._trace import LLMResponse, ModelInfo, PromptInfo
 
+from ._cache import ResponseCache
 from ._context import CallRecord, current_builder, current_call
 from ._instrument import _OpenCall, child_call
 from ._simulator import SAMPLE_KEY_HEADER
 from ._templates import Template, get_template
 
-__all__ = ["RetryPolicy", "LLMClient", "ChatResult", "llm", "configure_llm", "derive_sample_key", "use_llm"]
+__all__ = [
+    "RetryPolicy", "LLMClient", "ChatResult", "llm", "configure_llm", "derive_sample_key", "use_llm",
+    "request_overrides", "use_response_cache",
+]
 
 
 class RetryPolicy(BaseModel):
@@ -158,6 +164,9 @@ class LLMClient:
         timeout_s: Per-attempt HTTP timeout.
         retry: The retry policy.
         params: Default sampling parameters (temperature, top_p, seed, max_tokens).
+        cache: A :class:`~quiver.replay.ResponseCache`: a call that carries a sample key
+            is answered from it when the same request with the same key was answered
+            before (see :func:`use_response_cache`).
     """
 
     def __init__(
@@ -170,6 +179,7 @@ class LLMClient:
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
         params: Mapping[str, Any] | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         if api_key is None and api_key_env:
             api_key = os.environ.get(api_key_env)
@@ -184,6 +194,7 @@ class LLMClient:
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self.params = dict(params or {})
+        self.cache = cache
         self._sync = openai.OpenAI(
             base_url=base_url, api_key=self.api_key, max_retries=0, timeout=timeout_s
         )
@@ -208,6 +219,9 @@ class LLMClient:
                 hold this one (default: the template id, else ``llm``).
         """
         call = self._prepare(template, kwargs)
+        served = call.served()
+        if served is not None:
+            return served
         try:
             response, attempts = self._send_sync(call)
             result = self._finish(call, response, attempts)
@@ -219,6 +233,9 @@ class LLMClient:
     async def achat(self, template: str | Template | None = None, /, **kwargs: Any) -> ChatResult:
         """The async form of :meth:`chat`."""
         call = self._prepare(template, kwargs)
+        served = call.served()
+        if served is not None:
+            return served
         try:
             response, attempts = await self._send_async(call)
             result = self._finish(call, response, attempts)
@@ -237,9 +254,11 @@ class LLMClient:
         variables = {**kwargs.pop("variables", {}), **kwargs}
         prompt = _prompt(template, options.pop("messages", None), variables)
         params = {**self.params, **{k: v for k, v in options.items() if k in _PARAM_NAMES and v is not None}}
+        overrides = _request_overrides.get() or {}
+        params.update({k: v for k, v in overrides.items() if k in _PARAM_NAMES})
         if "response_format" in params:
             params["response_format"] = _response_format(params["response_format"])
-        model = options.get("model") or self.model
+        model = overrides.get("model") or options.get("model") or self.model
         if not model:
             raise InstrumentationError("no model given: pass model= to chat() or to LLMClient(model=...)")
         return _PendingChat.open(self, model, params, prompt, options.get("name"))
@@ -277,25 +296,56 @@ class LLMClient:
             "reraise": True,
         }
 
+    def _cache_key(self, call: _PendingChat) -> str | None:
+        if self.cache is None or not call.sample_key or not _cache_enabled.get():
+            return None
+        return self.cache.key(self._request(call), call.sample_key)
+
+    def _cached(self, key: str | None) -> Any:
+        if key is None:
+            return None
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is None:
+            return None
+        with self._lock:
+            self.stats["cache_hits"] += 1
+        return ChatCompletion.model_validate(hit)
+
+    def _store(self, key: str | None, response: Any) -> None:
+        if key is not None and self.cache is not None:
+            self.cache.put(key, response.model_dump(mode="json"))
+
     def _send_sync(self, call: _PendingChat) -> tuple[Any, int]:
+        key = self._cache_key(call)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached, 0
         attempts = 0
         try:
             for attempt in Retrying(**self._retrying_kwargs(call)):
                 with attempt:
                     attempts += 1
-                    return self._sync.chat.completions.create(**self._request(call)), attempts
+                    response = self._sync.chat.completions.create(**self._request(call))
+                    self._store(key, response)
+                    return response, attempts
         except BaseException as exc:
             raise _mapped(exc, attempts) from exc
         raise LLMUnavailable("no attempt was made")  # pragma: no cover - tenacity always tries once
 
     async def _send_async(self, call: _PendingChat) -> tuple[Any, int]:
+        key = self._cache_key(call)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached, 0
         client = self._async_client()
         attempts = 0
         try:
             async for attempt in AsyncRetrying(**self._retrying_kwargs(call)):
                 with attempt:
                     attempts += 1
-                    return await client.chat.completions.create(**self._request(call)), attempts
+                    response = await client.chat.completions.create(**self._request(call))
+                    self._store(key, response)
+                    return response, attempts
         except BaseException as exc:
             raise _mapped(exc, attempts) from exc
         raise LLMUnavailable("no attempt was made")  # pragma: no cover
@@ -321,12 +371,18 @@ class LLMClient:
         usage = {k: v for k, v in usage.items() if isinstance(v, int)}
         data = _parse_json(content, call) if _wants_json(call.params) else None
         result = ChatResult(
-            content=content, data=data, model=response.model, usage=usage, logprobs=logprobs, attempts=attempts
+            content=content, data=data, model=response.model, usage=usage, logprobs=logprobs,
+            attempts=max(attempts, 1),
         )
         call.succeed(result, choice.finish_reason, getattr(response, "system_fingerprint", None))
+        if attempts == 0:  # answered from the response cache
+            return result
         with self._lock:
             self.stats["calls"] += 1
             self.stats["attempts"] += attempts
+        if call.builder is not None and call.record is not None:
+            with call.builder._lock:
+                call.builder.llm_calls[call.record.node] += 1
         return result
 
 
@@ -428,6 +484,39 @@ class _PendingChat:
         opened.record.prompt = prompt
         return cls(client, model, params, prompt, opened.record, opened)
 
+    def served(self) -> ChatResult | None:
+        """The recorded response, when a replay serves this call from the recording.
+
+        The record's directive says: ``serve`` (the model and prompt are frozen: the
+        recorded response and prompt stand, provided the model and parameters asked
+        for are the recorded ones), ``serve_if_same`` (only when the request, prompt
+        included, equals the recorded one) or ``live``.
+        """
+        directive = self.record.replay if self.record is not None else None
+        recorded = getattr(directive, "recorded", None)
+        if directive is None or directive.llm == "live" or recorded is None or recorded.response is None:
+            return None
+        if recorded.model is None or recorded.model.name != self.model or recorded.model.params != to_jsonable(self.params):
+            return None
+        if directive.llm == "serve_if_same" and (
+            recorded.prompt is None or recorded.prompt.assembled != self.prompt.assembled
+        ):
+            return None
+        response = recorded.response
+        result = ChatResult(
+            content=response.content, data=_parse_json(response.content, self) if _wants_json(self.params) else None,
+            model=recorded.model.version, usage=dict(response.usage), logprobs=response.logprobs,
+            attempts=response.attempts,
+        )
+        assert self.record is not None
+        if recorded.prompt is not None:
+            self.prompt = recorded.prompt
+            self.record.prompt = recorded.prompt
+        self.succeed(result, response.finish_reason, recorded.tags.get("system_fingerprint"))
+        with self.client._lock:
+            self.client.stats["served"] += 1
+        return result
+
     def note_retry(self, reason: str) -> None:
         with self.client._lock:
             self.client.stats[f"retry_{reason}"] += 1
@@ -451,6 +540,36 @@ class _PendingChat:
         if self.opened is not None:
             self.opened.exit(None, exc)
             self.opened = None
+
+
+_cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
+
+
+def use_response_cache(enabled: bool) -> contextvars.Token[bool]:
+    """Whether LLM calls in the current context may be answered from the client's
+    response cache (on by default when the client has one; a replay sets it from its
+    mode: downstream ``live`` or ``cached``)."""
+    return _cache_enabled.set(enabled)
+
+
+_request_overrides: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "quiver_request_overrides", default=None
+)
+
+
+@contextlib.contextmanager
+def request_overrides(params: Mapping[str, Any]) -> Iterator[None]:
+    """Send every LLM request made within the block with ``params`` changed.
+
+    ``model`` replaces the model; ``temperature``, ``top_p``, ``seed``, ``max_tokens``
+    and the other request parameters replace the call's own. What a replay's
+    ``param_change`` perturbation uses on its target.
+    """
+    token = _request_overrides.set({**(_request_overrides.get() or {}), **params})
+    try:
+        yield
+    finally:
+        _request_overrides.reset(token)
 
 
 _current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)

@@ -11,7 +11,6 @@ Sample keys are derived up front from (seed, input_id, repeat).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import logging
@@ -20,7 +19,6 @@ import secrets
 import sys
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -34,9 +32,10 @@ from quiver._redact import RedactingFilter, Redactor
 from quiver._trace import Trace
 from quiver._traceio import TraceWriter, iter_traces, write_traces
 
-from ._context import TraceBuilder, active_recordings, current_builder
-from ._llm import LLMClient, use_llm
-from ._pipeline import call_pipeline, check_pipeline_inputs
+from ._context import TraceBuilder
+from ._llm import LLMClient
+from ._pipeline import check_pipeline_inputs
+from ._run import run_traced
 
 __all__ = ["InputItem", "RecordResult", "record_corpus", "trace_sample_key", "new_run_id"]
 
@@ -136,22 +135,7 @@ def _run_one(
         sample_key=trace_sample_key(seed, item.input_id, repeat),
     )
 
-    def body() -> Trace:
-        current_builder.set(builder)
-        if client is not None:
-            use_llm(client)
-        with active_recordings:
-            try:
-                output = call_pipeline(fn, item.inputs)
-            except Exception as exc:
-                log.error(
-                    "trace %s failed: %s: %s\n%s", builder.trace_id, type(exc).__name__, exc,
-                    "".join(traceback.format_exception(exc)),
-                )
-                return builder.finish(None, exc)
-        return builder.finish(output)
-
-    return contextvars.Context().run(body)
+    return run_traced(builder, fn, item.inputs, client, log=log)
 
 
 @contextlib.contextmanager

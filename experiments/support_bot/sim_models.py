@@ -35,6 +35,8 @@ property of the prompt, and the decision rules below say exactly when:
   material fragment that shares most of its key terms (the first listed on a tie),
   cites it, and states the account data; two near-tie openings.
 * ``support-bot-smalltalk``: a few friendly replies, two of them near a tie.
+* ``support-bot-paraphraser``: swaps words for synonyms, more of them at higher
+  temperatures (what ``text_edit`` paraphrase replays call).
 """
 
 from __future__ import annotations
@@ -491,3 +493,47 @@ def smalltalk(req: SimRequest) -> Text:
                      "Anything Pebblestack-related I can help with?": 1.0})
     return Text({"Hi there! I'm the Pebblestack assistant. How can I help today?": 1.0,
                  "Hello! Ask me anything about Pebblestack: projects, time tracking or billing.": 1.0 - RUNNER_UP})
+
+
+# --------------------------------------------------------------------------- paraphraser
+
+_SYNONYMS = {
+    "reply": "answer", "answer": "reply", "help": "assist", "customer": "client", "account": "profile",
+    "invoice": "bill", "plan": "subscription", "export": "download", "error": "failure",
+    "problem": "issue", "issue": "problem", "change": "modify", "update": "refresh", "check": "verify",
+    "settings": "preferences", "team": "group", "project": "workspace", "report": "summary",
+    "page": "screen", "open": "launch", "use": "employ", "need": "require", "can": "may",
+    "please": "kindly", "thanks": "cheers", "hello": "hi", "quick": "fast", "new": "fresh",
+    "let": "allow", "know": "hear", "anything": "something", "unclear": "confusing", "here": "below",
+    "found": "located", "get": "obtain", "sorry": "apologies", "trouble": "difficulty",
+    "sorted": "resolved", "happy": "glad", "file": "document", "choose": "pick", "click": "press",
+    "see": "view", "charge": "fee", "entries": "records", "members": "users", "invited": "added",
+    "cannot": "can't", "create": "make", "available": "offered", "every": "each", "monthly": "per-month",
+    "today": "now", "task": "item", "tasks": "items", "seats": "licences", "time": "hours",
+}
+"""Word swaps of the paraphraser (lower-case; the first letter's case is kept)."""
+PARAPHRASE_STEP = 1.0
+"""Each further swap costs this much logit: at temperature 0 the text comes back
+unchanged, and higher temperatures swap more words."""
+
+
+def _swap(word: str) -> str | None:
+    repl = _SYNONYMS.get(word.lower())
+    if repl is None:
+        return None
+    return repl.capitalize() if word[:1].isupper() else repl
+
+
+@sim_model("support-bot-paraphraser")
+def paraphraser(req: SimRequest) -> Text:
+    """Paraphrase the user message by swapping words for synonyms: the candidate with
+    the first ``j`` swappable words swapped has logit ``-PARAPHRASE_STEP * j``."""
+    tokens = re.split(r"(\W+)", req.last_user)
+    swappable = [i for i, t in enumerate(tokens) if _swap(t) is not None]
+    candidates: dict[str, float] = {}
+    for j in range(len(swappable) + 1):
+        out = list(tokens)
+        for i in swappable[:j]:
+            out[i] = _swap(tokens[i]) or tokens[i]
+        candidates.setdefault("".join(out), -PARAPHRASE_STEP * j)
+    return Text(candidates)

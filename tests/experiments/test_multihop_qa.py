@@ -192,3 +192,22 @@ def test_the_answer_stays_while_the_key_passage_is_retrieved(traces: list[quiver
 def test_the_first_query_amplifies_into_its_retrieval(profile: quiver.Profile) -> None:
     edge = profile.edge("generate_query_1", "retrieve_1")
     assert edge["class"] == "amplifier" and edge["sigma_ci"][0] > 1
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_replay_check_reproduces_every_trace(corpus: Path, tmp_path: Path) -> None:
+    proc = run(
+        "replay", str(corpus), "--pipeline", "experiments/multihop_qa/pipeline.py:run", "--check",
+        "--out", str(tmp_path / "check"), "--quiet",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    n = sum(1 for _ in quiver.iter_traces(corpus))
+    assert f"{n} of {n} traces reproduce exactly" in proc.stdout
+    report = json.loads((tmp_path / "check" / "check.json").read_text())
+    assert report["traces"] == report["reproduced"] == n and report["diverged"] == []
+    replayed = list(quiver.iter_traces(tmp_path / "check" / "replayed.jsonl"))
+    recorded = list(quiver.iter_traces(corpus))
+    strip = lambda t: [c.model_dump(exclude={"started_at", "ended_at"}) for c in t.calls]  # noqa: E731
+    assert [strip(t) for t in replayed] == [strip(t) for t in recorded]

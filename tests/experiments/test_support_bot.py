@@ -9,6 +9,8 @@ imply, and truth.yaml, graph.yaml and the recorded values agree on every node an
 
 from __future__ import annotations
 
+import json
+
 import shutil
 import subprocess
 import sys
@@ -205,3 +207,56 @@ def test_rewriter_variants_take_the_same_variables(truth: dict[str, Any]) -> Non
         messages = load_template_file(HERE / variant["path"])
         assert quiver.Template("variant", messages).variables == rewriter.variables
         assert [role for role, _ in messages] == [role for role, _ in rewriter.messages]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    quiver_cli = shutil.which("quiver")
+    command = [quiver_cli] if quiver_cli else [sys.executable, "-m", "quiver.experiments._cli"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def corpus_file(traces: list[Trace], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "traces.jsonl"
+    quiver.write_traces(path, traces)
+    return path
+
+
+def test_replay_check_reproduces_every_trace(corpus_file: Path) -> None:
+    proc = _cli("replay", str(corpus_file), "--spec", str(SPEC), "--check", "--quiet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    n = sum(1 for _ in quiver.iter_traces(corpus_file))
+    assert f"{n} of {n} traces reproduce exactly" in proc.stdout
+    assert "0 LLM calls made" in proc.stdout
+
+
+def test_replay_cli_perturbs_a_node_and_writes_pairs(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pert"
+    proc = _cli(
+        "replay", str(corpus_file), "--spec", str(SPEC), "--node", "context_sufficiency", "--op", "override",
+        "--params", '{"set": {"sufficient": true}}', "--limit", "24", "--out", str(out), "--quiet",
+        "--embedder", "all-MiniLM-L6-v2", "--cache", str(tmp_path / "emb"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert summary["pairs"] == len(pairs) == 24
+    assert summary["effective"] + summary["noop"] == 24
+    assert not set(summary["llm_calls"]) & {"rewriter", "signal_analysis", "context_sufficiency"}
+    for p in pairs:
+        assert p["op"] == "override" and p["params"] == {"set": {"sufficient": True}}
+        assert {"D_iter", "D_shape", "D_output", "D_struct", "d", "counts", "decisions", "magnitude"} <= set(p)
+        assert p["baseline"]["trace_id"] == p["trace_id"] and p["perturbed"]["calls"]
+
+
+def test_replay_cli_rejects_bad_arguments(corpus_file: Path) -> None:
+    proc = _cli("replay", str(corpus_file), "--spec", str(SPEC), "--op", "override")
+    assert proc.returncode == 2 and "--op needs --node" in proc.stderr
+    proc = _cli("replay", str(corpus_file), "--spec", str(SPEC), "--node", "planner", "--op", "override",
+                "--params", '{"set": {}}')
+    assert proc.returncode == 2 and "override" in proc.stderr
+    proc = _cli("replay", str(corpus_file), "--spec", str(SPEC), "--node", "nowhere", "--op", "bool_flip")
+    assert proc.returncode == 2 and "no trace has a call nowhere#0" in proc.stderr
