@@ -59,6 +59,8 @@ def add_replay_parser(sub: Any) -> None:
     rep.add_argument("--live", action="append", default=[], choices=["model", "prompt", "retrieval", "tools"],
                      help="unfreeze a dimension (repeatable)")
     rep.add_argument("--live-node", action="append", default=[], help="run a node live everywhere (repeatable)")
+    rep.add_argument("--frozen-node", action="append", default=[],
+                     help="serve a node from the recording before the target, whatever its kind (repeatable)")
     rep.add_argument("--graph", type=Path, help="graph YAML (field types and categories); default: the pipeline's declarations")
     rep.add_argument("--base-url", help="an OpenAI-compatible endpoint for live calls (with --pipeline)")
     rep.add_argument("--model", help="default model for --base-url")
@@ -139,7 +141,10 @@ def run_replay(args: argparse.Namespace) -> int:
     if not isinstance(params, dict):
         raise QuiverError(f"--params must be a JSON object; got {args.params}")
     traces = _traces(args.traces, args.limit)
-    mode = ReplayMode(live_nodes=tuple(args.live_node)).unfreeze(*args.live)
+    overlap = set(args.live_node) & set(args.frozen_node)
+    if overlap:
+        raise QuiverError(f"node(s) {', '.join(sorted(overlap))} cannot be both --live-node and --frozen-node")
+    mode = ReplayMode(live_nodes=tuple(args.live_node), frozen_nodes=tuple(args.frozen_node)).unfreeze(*args.live)
     with _setup(args) as (fn, client, base):
         graph = _graph(args)
         if args.op is None:

@@ -107,6 +107,9 @@ class ReplayMode(BaseModel):
     ones: model, prompt, retrieval, tools (default: all four)."""
     live_nodes: tuple[str, ...] = ()
     """Nodes that always run live, whatever the dimensions."""
+    frozen_nodes: tuple[str, ...] = ()
+    """Nodes served from the recording before the target whatever the dimensions (a
+    node of any kind, a transform included), while their inputs match."""
     downstream: Literal["live", "cached"] = "live"
     """Calls at and after the target: ``live`` asks the endpoint every time; ``cached``
     answers a call from the client's response cache when the same request with the same
@@ -322,7 +325,7 @@ class ReplayBuilder(TraceBuilder):
         if region == "upstream":
             if not same_inputs:
                 return Directive("run", recorded, llm="live")
-            if dims and frozen:
+            if (dims and frozen) or record.node in self.mode.frozen_nodes:
                 return Directive("serve", recorded, skip_body=True)
             return Directive("run", recorded, llm=llm_mode)
         if region == "ancestor":

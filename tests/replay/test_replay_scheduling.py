@@ -71,8 +71,11 @@ def test_changed_transform_code_is_a_divergence_at_that_call(llm_client: LLMClie
     module.keywords = module.quiver.node("keywords")(lambda text: sorted({w.upper() for w in text.split() if len(w) >= 4}))
     try:
         changed = replay_trace(trace, fn, client=llm_client)
+        held = replay_trace(trace, fn, client=llm_client, mode=ReplayMode(frozen_nodes=("keywords",)))
     finally:
         module.keywords = original
+    # frozen by node: the recorded output stands and the changed code never runs
+    assert held.reproduced and held.total_llm_calls == 0 and not changed.reproduced
     # keywords is a transform: its code always runs, and a different output is a divergence
     first = changed.first_divergence
     assert first is not None and first.node == "keywords" and first.reason == "fields"
