@@ -277,6 +277,16 @@ class NodeSpec:
         if not self.name:
             raise InstrumentationError("quiver.node(...) used as a block needs a name: quiver.node('rewriter')")
         call = _OpenCall.open(self.name, self.kind, self.inputs, self.parents)
+        directive = call.directive
+        if directive is not None and directive.skip_body:
+            # a block's body cannot be skipped: it runs, and its LLM calls are served
+            if directive.action == "perturb":
+                raise InstrumentationError(
+                    f"node {self.name!r} is a `with quiver.node(...)` block: an output perturbation "
+                    "replaces a decorated function's return value; decorate the step with "
+                    "@quiver.node to perturb its output, or use an execution operator"
+                )
+            directive.action, directive.skip_body = "run", False
         call.enter()
         handle = CallHandle(call.record)
         self._stack.append((call, handle))

@@ -326,7 +326,7 @@ class ReplayBuilder(TraceBuilder):
             if not same_inputs:
                 return Directive("run", recorded, llm="live")
             if (dims and frozen) or record.node in self.mode.frozen_nodes:
-                return Directive("serve", recorded, skip_body=True)
+                return Directive("serve", recorded, skip_body=True, llm=llm_mode)
             return Directive("run", recorded, llm=llm_mode)
         if region == "ancestor":
             self._open_ancestors.append(record)

@@ -107,3 +107,37 @@ def test_replay_mode_unfreezes_dimensions(dims: tuple[str, ...]) -> None:
     mode = ReplayMode().unfreeze(*dims)  # type: ignore[arg-type]
     assert not set(dims) & set(mode.frozen)
     assert not mode.all_frozen and ReplayMode().all_frozen
+
+
+BLOCKS = '''
+import quiver
+
+
+def pipeline(text: str) -> str:
+    with quiver.node("shout", kind="llm", inputs={"text": text}) as call:
+        call.output = quiver.llm().chat(messages=[{"role": "user", "content": text.upper()}], model="sim-echo").content
+    with quiver.node("count", inputs={"said": call.output}) as counted:
+        counted.output = len(call.output.split())
+    return f"{call.output} ({counted.output} words)"
+'''
+
+
+def test_block_nodes_replay_with_their_llm_calls_served(llm_client: LLMClient, tmp_path: Path) -> None:
+    path = tmp_path / "blocks.py"
+    path.write_text(BLOCKS, encoding="utf-8")
+    fn = load_pipeline(f"{path}:pipeline")
+    result = record_corpus(fn, pipeline_name="blocks", inputs=[InputItem("b", {"text": "two words"})], repeats=1,
+                           output_dir=tmp_path / "rec", llm=llm_client, progress_stream=None)
+    trace = next(iter(iter_traces(result.traces_path)))
+    replayed = replay_trace(trace, fn, client=llm_client)
+    assert replayed.reproduced, [d.message() for d in replayed.divergences]
+    assert replayed.total_llm_calls == 0 and replayed.trace.output == "TWO WORDS (2 words)"
+    live = replay_trace(trace, fn, client=llm_client, mode=ReplayMode().unfreeze("model"))
+    assert live.total_llm_calls == 1 and live.trace.output == trace.output
+    from quiver.perturbations import make_operator
+    from quiver.replay import Target
+
+    edit = make_operator("text_edit", {"action": "add_keyword", "keywords": ["hey"]})
+    failed = replay_trace(trace, fn, client=llm_client, target=Target("shout"), operator=edit)
+    assert failed.trace.status == "failed" and failed.trace.error is not None
+    assert "decorate the step with @quiver.node" in failed.trace.error.message
