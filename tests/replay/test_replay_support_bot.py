@@ -387,3 +387,20 @@ def test_a_missing_target_is_a_clear_error(bot: Bot) -> None:
     trace = next(t for t in bot.traces if "smalltalk" in _nodes(t))
     with pytest.raises(ReplayError, match="no call planner#0 to perturb"):
         bot.replay(trace, "planner", "override", {"set": {"action": "COMPOSE"}})
+
+
+def test_a_later_loop_iteration_is_perturbed_with_the_earlier_ones_served(bot: Bot) -> None:
+    traces = [t for t in bot.traces if sum(c.node == "planner" for c in t.calls) >= 2][:8]
+    assert traces
+    flip = make_operator("categorical_flip", {"field": "action", "to": "COMPOSE"})
+    for trace in traces:
+        result = replay_trace(trace, bot.fn, target=Target("planner", 1), operator=flip, client=bot.client,
+                              graph=bot.graph)
+        assert result.trace.status == "ok" and result.reproduced
+        planners = [c for c in result.trace.calls if c.node == "planner"]
+        recorded = [c for c in trace.calls if c.node == "planner"]
+        assert planners[0].output == recorded[0].output and planners[0].response == recorded[0].response
+        assert planners[1].output["action"] == "COMPOSE" and planners[1].iteration == 1
+        # LLM calls only after the target: the later planner iterations and the composer
+        assert set(result.llm_calls) <= {"planner", "composer"}
+        assert result.llm_calls.get("planner", 0) == len(planners) - 2
