@@ -1,0 +1,617 @@
+"""Interventional estimates of a perturbation campaign: ``campaign.json``.
+
+A campaign replays recorded traces with one node perturbed and gives one pair row per
+replay (``PairResult.to_json(traces=False)`` plus ``input_id`` and ``step``). From
+those rows and the observational same-input pairs of the baseline corpus this module
+computes, per perturbation (QUIVER.md §6, §7, §11, §13; the paper's Def. 7-10, §5.3-5.4,
+B.3, Tables 3 and 4):
+
+* counts of rows by status and stratum;
+* per stratum (effective, no-op) the divergence rates D_iter > 0, D_shape > 0,
+  D_output > 0, D_output-only, D_struct > 0 and the mean node distance of every node
+  downstream of the target, also conditional on D_shape > 0 (the cascade signature);
+* the interventional bifurcation thresholds beta_shape and beta_iter (§7);
+* the negative control: the no-op stratum against the observational noise (§13);
+
+and, across perturbations, observational against interventional sigma at every
+targetable edge (§11, §13). Every rate and mean is an :class:`~quiver._estimate.Estimate`
+with the 95% percentile interval of a group bootstrap over ``input_id``.
+
+Choices QUIVER.md leaves open, made here:
+
+* **Which rows count.** Only ``status == "ok"`` rows enter estimates; ``diverged`` and
+  ``failed`` rows are counted. ``effective`` and ``noop`` count ok rows of that stratum;
+  ok rows without a stratum (no operator) are counted as ``unstratified`` and enter no
+  stratum. ``pairs`` counts every row of the perturbation.
+* **Resamples.** Each perturbation has one :class:`~quiver._estimate.GroupBootstrap`
+  over the sorted input ids of its ok rows, seeded with ``seed``; every estimate of the
+  perturbation (both strata, every bin, the no-op control) reuses its draws, so a
+  difference of two of them is the difference of their draws on shared resamples.
+  Perturbations over the same inputs therefore get the same resamples. The
+  observational pair table has its own bootstrap over its groups, seeded with a seed
+  derived from ``seed`` (``SeedSequence([seed, 1])``), so that a bin rate minus the
+  observational rate is a two-sample bootstrap of independent resamples.
+* **Downstream nodes** are those reachable from the target along
+  ``graph.dag_edges()`` (loop feedback left out, as for paths), in topological order.
+  A node absent from a row's ``d`` counts as None (ran in neither trace).
+* **D_output-only** is D_output with D_shape = D_iter = 0, as observationally.
+* **Betas.** Pairs: the perturbation's effective ok rows with a magnitude. Bins: with a
+  ladder, one bin per ``step``, ordered by the median magnitude of its pairs (a ladder
+  need not be listed in increasing strength; ties by step). Without a ladder, quantile
+  bins of the magnitudes: ``k = min(5, n // 5)`` bins (one when n < 10), filled in
+  increasing magnitude with tied magnitudes kept in one bin, each closed once it holds
+  n / k pairs; a last bin of fewer than 5 pairs is merged into the one before.
+  A bin qualifies when its event rate exceeds the control rate and the lower end of
+  the 95% interval of (bin rate - control rate) is above 0. ``value`` is the smallest
+  magnitude *that bifurcated* in the first qualifying bin (an observed threshold, never
+  a bin edge no pair sat on). ``max_non_bifurcating`` is the largest magnitude without
+  the beta's own event (no D_shape for beta_shape, D_iter = 0 for beta_iter).
+  ``upper_bound`` counts effective pairs with magnitude strictly below ``value``.
+  ``raw_min`` carries the group-bootstrap interval of a minimum (one-sided by
+  construction, as the observational beta); ``value`` has no interval (a bootstrap of
+  the whole bin search would nest two bootstraps): the bins' rates and excesses, the
+  IQR and ``upper_bound`` say how firm it is.
+* **Control rate.** The no-op stratum of the same perturbation when it has ok pairs,
+  else the rate over every pair of the observational table.
+* **Negative control.** Per downstream node present in the observational table, the
+  one-sided permutation test of §13 with labels permuted over pairs (not over input
+  groups: pairs of one group are exchangeable under H0 only approximately, which makes
+  the test somewhat liberal when groups differ much), statistic = mean(no-op) -
+  mean(observational). A permutation
+  counts when its statistic is >= the observed one minus 1e-12 (ties by round-off
+  count). Seeds: ``default_rng([seed, crc32(perturbation id), crc32(node)])``, so a
+  node's p-value does not depend on which other nodes are tested. Nodes without no-op
+  or observational distances are reported with ``p_value: null`` and a reason and are
+  left out of the Holm family. A node *rejects* when its Holm-adjusted p-value is
+  <= alpha.
+* **Validation.** Edges are ``graph.edges`` without self-loops (the edges the profile
+  estimates sigma on) whose source is some perturbation's target. sigma_int pools the
+  effective ok rows of every perturbation at that source; its bootstrap is over their
+  input ids. ``agree`` is None when either interval is missing.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ._analyze import Profile
+from ._divergence import DivergenceRates, divergence_rates, group_minimum
+from ._errors import QuiverError
+from ._estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, _percentile, _round
+from ._graph import PipelineGraph
+from ._pairs import PairTable
+from ._sensitivity import DEFAULT_EPSILON
+
+__all__ = [
+    "campaign_estimates",
+    "downstream_nodes",
+    "holm",
+    "permutation_test",
+    "STATUSES",
+    "STRATA",
+    "RATES",
+    "MIN_BIN_PAIRS",
+    "QUANTILE_BINS",
+    "UPPER_BOUND_PAIRS",
+]
+
+STATUSES = ("ok", "diverged", "failed")
+"""Pair row statuses; only ``ok`` rows enter estimates."""
+STRATA = ("effective", "noop")
+"""The strata of §11/§13."""
+RATES = ("D_iter", "D_shape", "D_output", "D_output_only", "D_struct")
+"""The divergence rates reported per stratum (QUIVER.md §6)."""
+MIN_BIN_PAIRS = 5
+"""The fewest pairs of a quantile bin of magnitudes."""
+QUANTILE_BINS = 5
+"""The most quantile bins (quintiles)."""
+UPPER_BOUND_PAIRS = 10
+"""Fewer effective pairs than this below ``value`` make it an upper bound (§7)."""
+_TIE = 1e-12
+
+Event = Literal["D_shape", "D_iter"]
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _float(x: Any) -> float:
+    return np.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The ok pair rows of a selection, as arrays (NaN where a value is None)."""
+
+    groups: list[str]
+    group: np.ndarray
+    step: np.ndarray
+    stratum: np.ndarray
+    magnitude: np.ndarray
+    d_iter: np.ndarray
+    d_shape: np.ndarray
+    d_output: np.ndarray
+    d_struct: np.ndarray
+    d: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str]) -> _Columns:
+        groups = sorted({str(r["input_id"]) for r in rows})
+        index = {g: i for i, g in enumerate(groups)}
+        return cls(
+            groups=groups,
+            group=np.array([index[str(r["input_id"])] for r in rows], dtype=np.int64),
+            step=np.array([int(r.get("step") or 0) for r in rows], dtype=np.int64),
+            stratum=np.array([r.get("stratum") or "" for r in rows], dtype=object),
+            magnitude=np.array([_float(r.get("magnitude")) for r in rows], dtype=np.float64),
+            d_iter=np.array([int(r.get("D_iter") or 0) > 0 for r in rows], dtype=bool),
+            d_shape=np.array([bool(r.get("D_shape")) for r in rows], dtype=bool),
+            d_output=np.array([bool(r.get("D_output")) for r in rows], dtype=bool),
+            d_struct=np.array([bool(r.get("D_struct")) for r in rows], dtype=bool),
+            d={n: np.array([_float((r.get("d") or {}).get(n)) for r in rows], dtype=np.float64) for n in nodes},
+        )
+
+    def bootstrap(self, resamples: int, seed: int) -> GroupBootstrap:
+        return GroupBootstrap(self.group, len(self.groups), resamples=resamples, seed=seed)
+
+    def event(self, name: Event) -> np.ndarray:
+        return self.d_shape if name == "D_shape" else self.d_iter
+
+
+def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
+                graph: PipelineGraph) -> dict[str, list[Mapping[str, Any]]]:
+    """Rows by perturbation id, after checking what the estimates rely on."""
+    by_id: dict[str, list[Mapping[str, Any]]] = {}
+    for i, p in enumerate(perturbations):
+        for key in ("id", "node"):
+            if not p.get(key):
+                raise QuiverError(f"perturbations[{i}]: no {key!r}; each perturbation has an id and a target node")
+        if p["id"] in by_id:
+            raise QuiverError(f"perturbations[{i}]: id {p['id']!r} is used twice; perturbation ids are unique")
+        if p["node"] not in graph.nodes:
+            raise QuiverError(
+                f"perturbations[{i}] ({p['id']!r}): target node {p['node']!r} is not in the graph; "
+                f"its nodes are {', '.join(graph.nodes)}"
+            )
+        by_id[p["id"]] = []
+    for i, row in enumerate(pairs):
+        pid = row.get("perturbation_id")
+        if pid not in by_id:
+            raise QuiverError(
+                f"pairs[{i}] (trace {row.get('trace_id')!r}): perturbation_id {pid!r} is not a perturbation "
+                f"of the campaign; its perturbations are {', '.join(map(repr, by_id)) or 'none'}"
+            )
+        status = row.get("status")
+        if status not in STATUSES:
+            raise QuiverError(
+                f"pairs[{i}] (perturbation {pid!r}, trace {row.get('trace_id')!r}): status {status!r}; "
+                f"a pair's status is one of {', '.join(STATUSES)}"
+            )
+        if status == "ok" and row.get("input_id") is None:
+            raise QuiverError(
+                f"pairs[{i}] (perturbation {pid!r}, trace {row.get('trace_id')!r}): no input_id; an ok pair row "
+                "carries its baseline's input_id (the bootstrap resamples input groups)"
+            )
+        by_id[pid].append(row)
+    return by_id
+
+
+def downstream_nodes(graph: PipelineGraph, node: str) -> list[str]:
+    """Nodes reachable from ``node`` along ``graph.dag_edges()``, in topological order."""
+    children: dict[str, list[str]] = {}
+    for a, b in graph.dag_edges():
+        children.setdefault(a, []).append(b)
+    seen: set[str] = set()
+    stack = [node]
+    while stack:
+        for kid in children.get(stack.pop(), []):
+            if kid not in seen:
+                seen.add(kid)
+                stack.append(kid)
+    return [n for n in graph.topological_order() if n in seen and n != node]
+
+
+def _counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    return {
+        "pairs": len(rows),
+        "effective": sum(r.get("stratum") == "effective" for r in ok),
+        "noop": sum(r.get("stratum") == "noop" for r in ok),
+        "unstratified": sum(r.get("stratum") not in STRATA for r in ok),
+        "diverged": sum(r.get("status") == "diverged" for r in rows),
+        "failed": sum(r.get("status") == "failed" for r in rows),
+    }
+
+
+# --------------------------------------------------------------------------- strata
+
+
+def _rate_estimates(cols: _Columns, mask: np.ndarray, boot: GroupBootstrap) -> dict[str, Estimate]:
+    only = cols.d_output & ~cols.d_shape & ~cols.d_iter
+    events = {"D_iter": cols.d_iter, "D_shape": cols.d_shape, "D_output": cols.d_output,
+              "D_output_only": only, "D_struct": cols.d_struct}
+    return {name: boot.rate(events[name], mask) for name in RATES}
+
+
+def _node_means(d: Mapping[str, np.ndarray], nodes: Sequence[str], mask: np.ndarray,
+                boot: GroupBootstrap, prefix: str) -> dict[str, Any]:
+    """``{prefix: {node: v}, prefix_ci: {node: [lo, hi]}, prefix_n: {node: n}}``."""
+    out: dict[str, dict[str, Any]] = {prefix: {}, f"{prefix}_ci": {}, f"{prefix}_n": {}}
+    for node in nodes:
+        est = boot.mean(d[node], mask & np.isfinite(d[node])).as_dict("x")
+        out[prefix][node], out[f"{prefix}_ci"][node], out[f"{prefix}_n"][node] = est["x"], est["x_ci"], est["x_n"]
+    return out
+
+
+def _stratum(cols: _Columns, name: str, nodes: Sequence[str], boot: GroupBootstrap) -> dict[str, Any]:
+    mask = cols.stratum == name
+    out: dict[str, Any] = {"n": int(mask.sum())}
+    for rate, est in _rate_estimates(cols, mask, boot).items():
+        out.update(est.as_dict(rate))
+    out.update(boot.mean(cols.magnitude, mask & np.isfinite(cols.magnitude)).as_dict("magnitude"))
+    out.update(_node_means(cols.d, nodes, mask, boot, "mean_d"))
+    out.update(_node_means(cols.d, nodes, mask & cols.d_shape, boot, "mean_d_given_shape"))
+    return out
+
+
+def _observational(table: PairTable, boot: GroupBootstrap, rates: DivergenceRates) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": table.n_pairs}
+    for name, est in zip(RATES, (rates.iter, rates.shape, rates.output, rates.output_only, rates.struct)):
+        out.update(est.as_dict(name))
+    d = {n: table.col(n) for n in table.nodes}
+    out.update(_node_means(d, table.nodes, np.ones(table.n_pairs, dtype=bool), boot, "mean_d"))
+    return out
+
+
+# --------------------------------------------------------------------------- betas
+
+
+@dataclass(frozen=True)
+class _Control:
+    source: Literal["noop", "observational"] | None
+    rate: Estimate
+
+
+def _control(cols: _Columns, boot: GroupBootstrap, event: Event, obs_rate: Estimate) -> _Control:
+    noop = cols.stratum == "noop"
+    if noop.any():
+        return _Control("noop", boot.rate(cols.event(event), noop))
+    if obs_rate.value is not None:
+        return _Control("observational", obs_rate)
+    return _Control(None, Estimate.empty())
+
+
+def _quantile_bins(magnitude: np.ndarray) -> list[np.ndarray]:
+    """Index arrays of quantile bins of ``magnitude`` (see the module docstring)."""
+    n = magnitude.size
+    if n == 0:
+        return []
+    k = max(1, min(QUANTILE_BINS, n // MIN_BIN_PAIRS))
+    order = np.argsort(magnitude, kind="stable")
+    values = magnitude[order]
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])  # runs of tied magnitudes
+    ends = np.r_[starts[1:], n]
+    bins: list[list[int]] = [[]]
+    for s, e in zip(starts, ends):
+        if len(bins[-1]) >= n / k:
+            bins.append([])
+        bins[-1] += order[s:e].tolist()
+    if len(bins) > 1 and len(bins[-1]) < MIN_BIN_PAIRS:
+        bins[-2] += bins.pop()
+    return [np.array(sorted(b), dtype=np.int64) for b in bins]
+
+
+def _ladder_bins(step: np.ndarray, magnitude: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(step, index array) per ladder step, ordered by the step's median magnitude."""
+    steps = sorted(set(step.tolist()))
+    bins = [(s, np.flatnonzero(step == s)) for s in steps]
+    return sorted(bins, key=lambda b: (float(np.median(magnitude[b[1]])), b[0]))
+
+
+def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate) -> dict[str, Any]:
+    """Interventional beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3)."""
+    eff = np.flatnonzero((cols.stratum == "effective") & np.isfinite(cols.magnitude))
+    mag, fired = cols.magnitude[eff], cols.event(event)[eff]
+    control = _control(cols, boot, event, obs_rate)
+    raw_min = group_minimum(cols.magnitude, _mask(len(cols.group), eff[fired]), boot)
+    out: dict[str, Any] = {
+        "value": None, "reason": None, **raw_min.as_dict("raw_min"), "n": int(eff.size), "n_events": int(fired.sum()),
+        "iqr": [_round(float(q)) for q in np.percentile(mag[fired], [25, 75])] if fired.any() else None,
+        "max_non_bifurcating": _round(float(mag[~fired].max())) if (~fired).any() else None,
+        "upper_bound": None, "n_below": None, "bin_rule": "ladder" if ladder else "quantile",
+        "control": control.source, **_renamed(control.rate.as_dict("control_rate")),
+    }
+    binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
+    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, control.rate) for i, (step, idx) in enumerate(binned)]
+    first = next((i for i, b in enumerate(out["bins"]) if b["qualifies"]), None)
+    if eff.size == 0:
+        out["reason"] = "no effective pair with a magnitude"
+    elif not fired.any():
+        out["reason"] = f"no effective pair had {event} > 0"
+    elif control.source is None:
+        out["reason"] = "no control rate: the no-op stratum is empty and the observational table has no pair"
+    elif first is None:
+        out["reason"] = _no_bin_reason(out["bins"], out["control_rate"])
+    else:
+        idx = eff[binned[first][1]]
+        value = float(cols.magnitude[idx[cols.event(event)[idx]]].min())
+        below = int((mag < value).sum())
+        out.update(value=_round(value), upper_bound=below < UPPER_BOUND_PAIRS, n_below=below)
+    return out
+
+
+def _mask(size: int, idx: np.ndarray) -> np.ndarray:
+    mask = np.zeros(size, dtype=bool)
+    mask[idx] = True
+    return mask
+
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """``control_rate_n`` -> ``control_n``."""
+    return {("control_n" if k == "control_rate_n" else k): v for k, v in d.items()}
+
+
+def _bin(i: int, step: int | None, idx: np.ndarray, cols: _Columns, boot: GroupBootstrap, event: Event,
+         control: Estimate) -> dict[str, Any]:
+    """One magnitude bin: its event rate and its excess over the control rate."""
+    fired = cols.event(event)
+    rate = boot.rate(fired, _mask(len(cols.group), idx))
+    excess = _difference(rate, control)
+    qualifies = (rate.value is not None and control.value is not None and rate.value > control.value
+                 and excess.ci is not None and excess.ci[0] > 0)
+    mags = cols.magnitude[idx]
+    return {
+        "bin": i, "step": step, "lo": _round(float(mags.min())), "hi": _round(float(mags.max())),
+        "n": int(idx.size), "n_events": int(fired[idx].sum()), **rate.as_dict("rate"),
+        **excess.as_dict("excess"), "qualifies": bool(qualifies),
+    }
+
+
+def _difference(a: Estimate, b: Estimate) -> Estimate:
+    """a - b draw by draw (shared or independent resamples alike); n = a.n."""
+    if a.value is None or b.value is None or a.draws is None or b.draws is None:
+        return Estimate(None, None, a.n)
+    draws = a.draws - b.draws
+    return Estimate(a.value - b.value, _percentile(draws), a.n, draws)
+
+
+def _no_bin_reason(bins: list[dict[str, Any]], control: float | None) -> str:
+    best = max(bins, key=lambda b: -np.inf if b["excess"] is None else b["excess"])
+    ci = best["excess_ci"] or [None, None]
+    return (
+        f"no magnitude bin's rate exceeds the control rate ({control}) with the 95% interval of the excess "
+        f"above 0; the largest excess is {best['excess']} [{ci[0]}, {ci[1]}] in bin {best['bin']} "
+        f"(magnitudes {best['lo']}-{best['hi']}, n = {best['n']})"
+    )
+
+
+# --------------------------------------------------------------------------- negative control
+
+
+def permutation_test(x: np.ndarray, y: np.ndarray, permutations: int, rng: np.random.Generator) -> tuple[float, float]:
+    """One-sided two-sample permutation test of H1: mean(x) > mean(y) (QUIVER.md §13).
+
+    The statistic is mean(x) - mean(y); each permutation relabels a uniformly random
+    subset of len(x) of the pooled values as x (the len(x) smallest of iid uniform
+    keys). p = (#{permuted >= observed} + 1) / (permutations + 1). Vectorised in
+    chunks of at most ~2e6 keys.
+
+    Returns:
+        (statistic, p-value).
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    pooled = np.concatenate([x, y])
+    nx, ny, total = x.size, y.size, float(pooled.sum())
+    observed = float(x.sum()) / nx - (total - float(x.sum())) / ny
+    chunk = max(1, min(permutations, 2_000_000 // pooled.size))
+    count, done = 0, 0
+    while done < permutations:
+        c = min(chunk, permutations - done)
+        pick = np.argpartition(rng.random((c, pooled.size)), nx - 1, axis=1)[:, :nx]
+        sx = pooled[pick].sum(axis=1)
+        stat = sx / nx - (total - sx) / ny
+        count += int((stat >= observed - _TIE).sum())
+        done += c
+    return observed, (count + 1) / (permutations + 1)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the order given.
+
+    Sorted ascending p_(1) <= ... <= p_(m): adjusted p_(i) = max over j <= i of
+    min(1, (m - j + 1) p_(j)). Rejecting where adjusted <= alpha is Holm's procedure.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out.tolist()
+
+
+def _negative_control(pid: str, cols: _Columns, nodes: Sequence[str], table: PairTable, *,
+                      permutations: int, alpha: float, seed: int) -> dict[str, Any]:
+    """The no-op stratum against the observational noise, per downstream node (§13)."""
+    noop = cols.stratum == "noop"
+    if not noop.any():
+        return {"passed": None, "reason": "no no-op pairs: the stratum that serves as negative control is empty",
+                "statistic": None, "p_value": None, "rejected": [], "nodes": {}}
+    rows: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        x = cols.d[node][noop]
+        x = x[np.isfinite(x)]
+        y = table.col(node) if node in table.nodes else np.zeros(0)
+        y = y[np.isfinite(y)]
+        row: dict[str, Any] = {"statistic": None, "p_value": None, "p_holm": None, "n_noop": int(x.size),
+                               "n_obs": int(y.size), "mean_noop": _round(float(x.mean())) if x.size else None,
+                               "mean_obs": _round(float(y.mean())) if y.size else None, "rejects": None}
+        if node not in table.nodes:
+            row["reason"] = "not in the observational pair table"
+        elif x.size == 0 or y.size == 0:
+            row["reason"] = "no no-op distances" if x.size == 0 else "no observational distances"
+        else:
+            rng = np.random.default_rng([seed, zlib.crc32(pid.encode()), zlib.crc32(node.encode())])
+            stat, p = permutation_test(x, y, permutations, rng)
+            row["statistic"], row["p_value"] = _round(stat), p
+        rows[node] = row
+    tested = [n for n, r in rows.items() if r["p_value"] is not None]
+    if not tested:
+        return {"passed": None, "reason": "no downstream node has both no-op and observational distances",
+                "statistic": None, "p_value": None, "rejected": [], "nodes": rows}
+    for node, adj in zip(tested, holm([rows[n]["p_value"] for n in tested])):
+        rows[node]["p_holm"] = _round(adj)
+        rows[node]["p_value"] = _round(rows[node]["p_value"])
+        rows[node]["rejects"] = adj <= alpha
+    rejected = [n for n in tested if rows[n]["rejects"]]
+    return {
+        "passed": not rejected, "alpha": alpha, "permutations": permutations,
+        "statistic": max(rows[n]["statistic"] for n in tested),
+        "p_value": min(rows[n]["p_holm"] for n in tested), "rejected": rejected, "nodes": rows,
+    }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _profile_edges(profile: Mapping[str, Any] | Profile | None) -> dict[tuple[str, str], Mapping[str, Any]]:
+    data = profile.data if isinstance(profile, Profile) else profile
+    if data is None:
+        return {}
+    return {(str(r.get("source")), str(r.get("target"))): r for r in data.get("edges") or [] if isinstance(r, Mapping)}
+
+
+def _overlap(a: Sequence[float] | None, b: Sequence[float] | None) -> bool | None:
+    if not a or not b or None in a or None in b:
+        return None
+    return bool(a[0] <= b[1] and b[0] <= a[1])
+
+
+def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, list[Mapping[str, Any]]],
+                profile: Mapping[str, Any] | Profile | None, graph: PipelineGraph, *, epsilon: float,
+                resamples: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Observational against interventional sigma at targetable edges (§11, §13)."""
+    obs = _profile_edges(profile)
+    sources: dict[str, list[str]] = {}
+    for p in perturbations:
+        sources.setdefault(p["node"], []).append(p["id"])
+    rows, skipped = [], []
+    for a, b in graph.edges:
+        if a == b or a not in sources:
+            continue
+        edge = {"source": a, "target": b, "perturbations": sources[a]}
+        prof = obs.get((a, b))
+        if prof is None or prof.get("sigma") is None:
+            why = ("no profile given" if profile is None else "the profile has no row for this edge"
+                   if prof is None else "the observational sigma is undefined (n = 0)")
+            skipped.append({**edge, "reason": why})
+            continue
+        ok = [r for pid in sources[a] for r in by_id[pid]
+              if r.get("status") == "ok" and r.get("stratum") == "effective"]
+        cols = _Columns.of(ok, [a, b])
+        mask = np.isfinite(cols.d[b]) & (np.nan_to_num(cols.d[a], nan=0.0) > epsilon)
+        if not mask.any():
+            skipped.append({**edge, "reason": f"no effective ok pair with d[{a}] > epsilon and d[{b}] defined"})
+            continue
+        ratio = np.divide(cols.d[b], cols.d[a], out=np.zeros_like(cols.d[b]), where=mask)
+        sigma = cols.bootstrap(resamples, seed).mean(ratio, mask)
+        sigma_int = sigma.as_dict("sigma_int")
+        rows.append({
+            **edge, "sigma_obs": prof.get("sigma"), "sigma_obs_ci": prof.get("sigma_ci"),
+            "n_obs": prof.get("sigma_n", prof.get("n")), "sigma_int": sigma_int["sigma_int"],
+            "sigma_int_ci": sigma_int["sigma_int_ci"], "n_int": sigma.n,
+            "agree": _overlap(prof.get("sigma_ci"), sigma_int["sigma_int_ci"]),
+        })
+    return rows, skipped
+
+
+# --------------------------------------------------------------------------- campaign
+
+
+def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph: PipelineGraph,
+                  table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
+                  alpha: float, permutations: int) -> dict[str, Any]:
+    nodes = downstream_nodes(graph, p["node"])
+    cols = _Columns.of([r for r in rows if r.get("status") == "ok"], nodes)
+    boot = cols.bootstrap(resamples, seed)
+    ladder = bool(p.get("ladder"))
+    return {
+        "id": p["id"], "node": p["node"], "op": p.get("op"), "params": p.get("params"),
+        "ladder": p.get("ladder"), **_counts(rows), "groups": len(cols.groups), "downstream": nodes,
+        "strata": {s: _stratum(cols, s, nodes, boot) for s in STRATA},
+        "negative_control": _negative_control(p["id"], cols, nodes, table, permutations=permutations,
+                                              alpha=alpha, seed=seed),
+        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"]),
+        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"]),
+    }
+
+
+def campaign_estimates(
+    perturbations: Sequence[Mapping[str, Any]],
+    pairs: Sequence[Mapping[str, Any]],
+    observational: PairTable,
+    profile: Mapping[str, Any] | Profile | None,
+    graph: PipelineGraph,
+    *,
+    epsilon: float = DEFAULT_EPSILON,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = 0.05,
+    permutations: int = 2000,
+) -> dict[str, Any]:
+    """The interventional estimates of a perturbation campaign (``campaign.json``).
+
+    QUIVER.md §6-§7 and §11-§13 (the paper's Def. 7-10, §5.3-5.4, B.3): per
+    perturbation the row counts, the strata's divergence rates and downstream mean
+    distances (Table 3), the negative control and beta_shape / beta_iter; across
+    perturbations, observational against interventional sigma at targetable edges.
+    The choices behind each number are in the module docstring.
+
+    Args:
+        perturbations: ``{"id", "node", "op", "params", "ladder"}`` each.
+        pairs: Pair rows of every perturbation (``PairResult.to_json(traces=False)``
+            plus ``input_id`` and ``step``).
+        observational: Same-input pairs of the baseline corpus.
+        profile: ``profile.json`` of that corpus (or the :class:`Profile`), for the
+            observational sigmas; None leaves validation empty.
+        graph: The pipeline graph (which nodes lie downstream of a target).
+        epsilon: The drift threshold (validation's d_source > eps).
+        resamples: Bootstrap resamples of input groups.
+        seed: Seed of the resamples and permutations.
+        alpha: Level of the negative control after Holm correction.
+        permutations: Label permutations per negative-control test.
+
+    Raises:
+        QuiverError: A perturbation without id or node, a target not in the graph,
+            a row of an unknown perturbation, an unknown status, an ok row without
+            input_id.
+    """
+    for name, value, low in (("resamples", resamples, 1), ("permutations", permutations, 1)):
+        if not isinstance(value, int) or value < low:
+            raise QuiverError(f"campaign_estimates: {name} must be an int >= {low}; got {value!r}")
+    if not 0 < alpha < 1:
+        raise QuiverError(f"campaign_estimates: alpha must lie in (0, 1); got {alpha!r}")
+    by_id = _check_rows(perturbations, pairs, graph)
+    obs_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
+    obs_boot = GroupBootstrap(observational.group, len(observational.groups), resamples=resamples, seed=obs_seed)
+    rates = divergence_rates(observational, obs_boot, epsilon)
+    obs_rates = {"D_shape": rates.shape, "D_iter": rates.iter}
+    validation, skipped = _validation(perturbations, by_id, profile, graph, epsilon=epsilon,
+                                      resamples=resamples, seed=seed)
+    return {
+        "epsilon": epsilon, "alpha": alpha, "resamples": resamples, "seed": seed, "permutations": permutations,
+        "pairs": len(pairs),
+        "observational": _observational(observational, obs_boot, rates),
+        "perturbations": [
+            _perturbation(p, by_id[p["id"]], graph, observational, obs_rates, resamples=resamples, seed=seed,
+                          alpha=alpha, permutations=permutations)
+            for p in perturbations
+        ],
+        "validation": validation,
+        "validation_skipped": skipped,
+    }
