@@ -41,6 +41,9 @@ from ._trace import (
     trace_json_schema,
 )
 from ._traceio import TraceLoad, TraceWriter, iter_traces, load_traces, write_traces
+from ._import_build import ImportResult, import_traces
+from ._import_common import ImportProblem, SourceSpan
+from ._import_openinference import export_openinference, write_openinference
 from ._analyze import Profile, analyze, default_cache_dir
 from ._distance import FieldTypeError, TextDistance, output_distance, texts_to_compare, value_distance
 from ._embed import Embedder, EmbeddingError, EmbeddingStore, FunctionEmbedder, SentenceTransformerEmbedder
@@ -49,6 +52,8 @@ from ._faithfulness import load_golden
 from ._graph import FieldSpec, GraphInference, LoopSpec, NodeSpec, PipelineGraph, infer_graph, load_graph
 from ._pairs import NoPairsError, PairTable
 from ._report import render_report
+from ._interventional import campaign_estimates
+from ._intreport import interventional_report
 
 __version__ = "0.1.0"
 
@@ -112,6 +117,8 @@ __all__ = [
     "FunctionEmbedder",
     "GraphInference",
     "GroupBootstrap",
+    "ImportProblem",
+    "ImportResult",
     "LoopSpec",
     "NoPairsError",
     "NodeSpec",
@@ -119,9 +126,12 @@ __all__ = [
     "PipelineGraph",
     "Profile",
     "SentenceTransformerEmbedder",
+    "SourceSpan",
     "TextDistance",
     "analyze",
     "default_cache_dir",
+    "export_openinference",
+    "import_traces",
     "infer_graph",
     "load_golden",
     "load_graph",
@@ -129,6 +139,7 @@ __all__ = [
     "render_report",
     "texts_to_compare",
     "value_distance",
+    "write_openinference",
     "SCHEMA_VERSION",
     "CallError",
     "CallKind",
@@ -162,4 +173,6 @@ __all__ = [
     "trace_json_schema",
     "write_traces",
     *_REPLAY_NAMES,
+    "campaign_estimates",
+    "interventional_report",
 ]

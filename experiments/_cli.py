@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
             "spec says `llm: simulator`."
         ),
     )
-    rec.add_argument("spec", type=Path, help="the YAML spec (see `quiver schema spec`)")
+    rec.add_argument("spec", type=Path, help="the YAML spec (see `quiver schema record`)")
     rec.add_argument("--output", help="output folder (overrides the spec's output)")
     rec.add_argument("--repeats", type=int, help="repeats per input (overrides the spec)")
     rec.add_argument("--concurrency", type=int, help="traces at once (overrides the spec)")
@@ -73,10 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser(
         "schema",
-        help="print a JSON Schema (trace format, experiment spec, graph file)",
-        description="Print the JSON Schema of the trace format, the experiment spec or the graph YAML.",
+        help="print a JSON Schema (trace format, campaign spec, recording spec, graph file)",
+        description=(
+            "Print the JSON Schema of the trace format, the campaign spec (`quiver run`), the "
+            "recording spec (`quiver record`) or the graph YAML, for editors and other tools."
+        ),
     )
-    schema.add_argument("what", choices=["trace", "spec", "graph"], help="which schema")
+    schema.add_argument("what", choices=["trace", "spec", "record", "graph"],
+                        help="trace, spec (campaigns), record (recordings) or graph")
     schema.set_defaults(handler=_cmd_schema)
 
     ana = sub.add_parser(
@@ -111,6 +115,58 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_parser(sub)
     sub.choices["replay"].set_defaults(handler=_cmd_replay)
 
+    from ._running import add_run_parser
+
+    add_run_parser(sub)
+    sub.choices["run"].set_defaults(handler=_cmd_run)
+
+    imp = sub.add_parser(
+        "import",
+        help="import OpenInference / OTel GenAI / Langfuse spans as a trace corpus",
+        description=(
+            "Read spans exported by an observability tool and write them as a v1 trace corpus: "
+            "one span or observation, one node call; parents from the parent ids, occurrences by "
+            "start time, models, prompts, retrieval sets and tool steps into the replay-contract "
+            "fields. Attributes that cannot be mapped are kept in each call's tags. Prints what "
+            "was mapped and what was not, and every problem (truncated JSON, duplicated span ids, "
+            "missing parents) with its location and span id; exit 1 when there were problems."
+        ),
+    )
+    imp.add_argument(
+        "format", choices=["openinference", "otel-genai", "langfuse"],
+        help="openinference (Arize Phoenix), otel-genai (gen_ai.* spans; Vercel AI SDK ai.* spans) "
+             "or langfuse ({trace, observations[]} exports)",
+    )
+    imp.add_argument("files", type=Path, nargs="+", help="span files: JSON or JSON Lines (.gz accepted)")
+    imp.add_argument("--out", type=Path, required=True, help="the trace corpus to write (JSONL)")
+    imp.add_argument(
+        "--group-by", metavar="KEY",
+        help="same-input group key: input (the default: a hash of the root span's input), session, "
+             "trace (one group per trace), metadata.KEY or attribute.NAME of the root span",
+    )
+    imp.add_argument(
+        "--node-name", metavar="HOW",
+        help="how a node is named: name (the default: the span name), kind+name, or attribute.KEY",
+    )
+    imp.add_argument("--summary", type=Path, metavar="FILE", help="also write the import summary as JSON here")
+    imp.set_defaults(handler=_cmd_import)
+
+    exp = sub.add_parser(
+        "export",
+        help="export a trace corpus as OpenInference spans",
+        description=(
+            "Write traces as OpenInference spans (JSON Lines, one span a line, or one OTLP/JSON "
+            "request with --otlp) for Arize Phoenix and other OpenTelemetry tools. quiver.* "
+            "attributes carry what OpenInference has no attribute for, so `quiver import "
+            "openinference` gives the traces back. Exit 1 when a trace line could not be read."
+        ),
+    )
+    exp.add_argument("format", choices=["openinference"], help="the span format (openinference)")
+    exp.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
+    exp.add_argument("--out", type=Path, required=True, help="the span file to write")
+    exp.add_argument("--otlp", action="store_true", help="write one OTLP/JSON export request instead of JSON Lines")
+    exp.set_defaults(handler=_cmd_export)
+
     val = sub.add_parser(
         "validate",
         help="check trace files line by line",
@@ -143,6 +199,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"{result.failed} trace(s) failed; see {result.log_path}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ._running import run_command
+
+    return run_command(args)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -181,12 +243,61 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         from quiver._graph import PipelineGraph
 
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **PipelineGraph.model_json_schema()}
-    else:
+    elif args.what == "record":
         from ._spec import RecordSpec
 
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **RecordSpec.model_json_schema()}
+    else:
+        from ._campaign_spec import CampaignSpec
+
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **CampaignSpec.model_json_schema()}
     print(json.dumps(schema, indent=2))
     return EXIT_OK
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from quiver import import_traces
+
+    result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name)
+    written = result.write(args.out)
+    summary = result.summary()
+    if args.summary is not None:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        args.summary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    mapped, kept = summary["attributes"]["mapped"], summary["attributes"]["kept_in_tags"]
+    print(
+        f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s) into {written} trace(s) "
+        f"({summary['groups']} input group(s)) with {summary['calls']} node call(s); "
+        f"attribute keys: {len(mapped)} mapped, {len(kept)} kept in tags"
+    )
+    if kept:
+        top = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{k} ({n})" for k, n in top[:10])
+        more = f" and {len(top) - 10} more (see --summary)" if len(top) > 10 else ""
+        print(f"kept in tags: {shown}{more}")
+    print(f"corpus: {args.out}")
+    for problem in result.problems:
+        print(problem, file=sys.stderr)
+    if result.problems:
+        print(f"{len(result.problems)} problem(s) found; what could be read was imported", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from quiver import write_openinference
+
+    errors: list[QuiverError] = []
+    traces = []
+    for path in args.traces:
+        if not path.is_file():
+            raise QuiverError(f"{path}: no such trace file")
+        traces += list(iter_traces(path, on_error=errors.append))
+    count = write_openinference(args.out, traces, otlp=args.otlp)
+    for error in errors:
+        print(error, file=sys.stderr)
+    print(f"exported {len(traces)} trace(s) as {count} OpenInference span(s) to {args.out}")
+    return EXIT_PROBLEMS if errors else EXIT_OK
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

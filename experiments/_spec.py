@@ -1,7 +1,7 @@
 """The experiment spec: what ``quiver record`` (and later ``quiver run``) reads.
 
 A spec is a YAML file resolved into the frozen, validated :class:`RecordSpec`. Every
-field is documented here; ``quiver schema spec`` prints the JSON Schema built from these
+field is documented here; ``quiver schema record`` prints the JSON Schema built from these
 docstrings, for editors. Paths in a spec (the pipeline file, the inputs file, simulator
 model modules) are relative to the spec's folder; ``output`` is relative to the
 working directory.

@@ -197,6 +197,8 @@ class TraceBuilder:
         self.retries: Counter[str] = Counter()
         self.llm_calls: Counter[str] = Counter()
         """LLM requests answered by the endpoint (not served from a recording), by node."""
+        self.llm_tokens = 0
+        """Tokens (prompt + completion) of those requests, as the endpoint reported them."""
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []

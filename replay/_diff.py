@@ -65,6 +65,14 @@ class Divergence:
         fields = ", ".join(d.path for d in self.diff[:6])
         return f"{where} at {self.call_path or '(trace)'} {what}" + (f" ({fields})" if fields else "")
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Divergence:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            data["reason"], data["node"], data["occurrence"], data["call_path"],
+            tuple(FieldDiff(d["path"], d["recorded"], d["replayed"]) for d in data.get("diff", [])),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "reason": self.reason, "node": self.node, "occurrence": self.occurrence,

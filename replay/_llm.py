@@ -383,6 +383,7 @@ class LLMClient:
         if call.builder is not None and call.record is not None:
             with call.builder._lock:
                 call.builder.llm_calls[call.record.node] += 1
+                call.builder.llm_tokens += int(usage.get("total_tokens", 0))
         return result
 
 

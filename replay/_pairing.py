@@ -83,7 +83,8 @@ class PairResult:
     def to_json(self, *, traces: bool = True) -> dict[str, Any]:
         """The pair as JSON (``traces=False`` leaves the two traces out)."""
         data: dict[str, Any] = {
-            "perturbation_id": self.perturbation_id, "trace_id": self.trace_id, "repeat": self.repeat,
+            "perturbation_id": self.perturbation_id, "trace_id": self.trace_id,
+            "input_id": self.baseline.input_id if self.baseline is not None else None, "repeat": self.repeat,
             "status": self.status,
             "node": self.target.node if self.target else None,
             "occurrence": self.target.occurrence if self.target else None,
@@ -97,6 +98,9 @@ class PairResult:
             "replay_divergences": [d.to_json() for d in self.replay_divergences],
             "llm_calls": self.llm_calls,
         }
+        failed = next((t for t in (self.perturbed, self.baseline) if t is not None and t.error is not None), None)
+        if self.status == "failed" and failed is not None and failed.error is not None:
+            data["error"] = f"{failed.error.type}: {failed.error.message}"
         if traces:
             data["baseline"] = self.baseline.model_dump(mode="json") if self.baseline else None
             data["perturbed"] = self.perturbed.model_dump(mode="json") if self.perturbed else None
@@ -145,6 +149,7 @@ def pair_results(
     epsilon: float = DEFAULT_EPSILON,
     embedder: Embedder | str | Callable[[list[str]], Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    store: EmbeddingStore | None = None,
 ) -> list[PairResult]:
     """The pair result of every replay, in the order given.
 
@@ -154,6 +159,8 @@ def pair_results(
         epsilon: The distance below which a node counts as unchanged.
         embedder: The text embedder (default all-MiniLM-L6-v2), as for ``analyze``.
         cache_dir: The embedding cache (default ``~/.cache/quiver/embeddings``).
+        store: An open embedding store to use instead (kept open: a campaign computes
+            pairs batch by batch with one store and one loaded model).
     """
     ok = [i for i, r in enumerate(results) if r.trace.status == "ok" and r.baseline.status == "ok"]
     everything: list[Trace] = [t for i in ok for t in (results[i].baseline, results[i].trace)]
@@ -161,7 +168,9 @@ def pair_results(
     out = [_empty(r) for r in results]
     if not ok:
         return out
-    store = EmbeddingStore(_embedder(embedder), Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    own = store is None
+    if store is None:
+        store = EmbeddingStore(_embedder(embedder), Path(cache_dir) if cache_dir is not None else default_cache_dir())
     try:
         magnitude_texts = [
             s for i in ok for pair in _magnitude_texts(results[i].target, full) for s in pair
@@ -176,7 +185,8 @@ def pair_results(
         for row, i in enumerate(ok):
             _fill(out[i], results[i], table, row, full, store.distance, epsilon)
     finally:
-        store.close()
+        if own:
+            store.close()
     return out
 
 

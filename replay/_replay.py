@@ -170,6 +170,8 @@ class ReplayResult:
     served_calls: int
     """Calls served from the recording (their bodies did not run)."""
     seconds: float
+    llm_tokens: int = 0
+    """Tokens of the LLM requests the endpoint answered."""
 
     @property
     def reproduced(self) -> bool:
@@ -184,6 +186,28 @@ class ReplayResult:
     @property
     def total_llm_calls(self) -> int:
         return sum(self.llm_calls.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the baseline (which the receiver has), as JSON."""
+        return {
+            "trace": self.trace.model_dump(mode="json"), "perturbation_id": self.perturbation_id,
+            "repeat": self.repeat, "divergences": [d.to_json() for d in self.divergences],
+            "target": self.target.to_json() if self.target is not None else None,
+            "llm_calls": self.llm_calls, "served_calls": self.served_calls, "seconds": self.seconds,
+            "llm_tokens": self.llm_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], baseline: Trace) -> ReplayResult:
+        """The inverse of :meth:`to_json`, given the baseline."""
+        target = data.get("target")
+        return cls(
+            baseline=baseline, trace=Trace.model_validate(data["trace"]), perturbation_id=data["perturbation_id"],
+            repeat=data["repeat"], divergences=[Divergence.from_json(d) for d in data["divergences"]],
+            target=TargetReport(**{k: v for k, v in target.items()}) if target else None,
+            llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
+            llm_tokens=data.get("llm_tokens", 0),
+        )
 
 
 def replay_sample_key(seed: int, trace_id: str, perturbation_id: str, repeat: int) -> str:
@@ -607,7 +631,7 @@ def replay_trace(
         baseline=baseline, trace=trace, perturbation_id=pid, repeat=repeat,
         divergences=builder.divergences, target=builder.target_report,
         llm_calls=dict(sorted(builder.llm_calls.items())), served_calls=builder.served,
-        seconds=round(time.perf_counter() - t0, 6),
+        seconds=round(time.perf_counter() - t0, 6), llm_tokens=builder.llm_tokens,
     )
 
 

@@ -131,7 +131,8 @@ class SimulatorProcess:
         # quiver.replay imports this module, so runpy warns that it is already loaded.
         command = [sys.executable, "-W", "ignore::RuntimeWarning:runpy",
                    "-m", "quiver.replay._simprocess",
-                   "--config", str(config_file), "--ready-file", str(ready_file)]
+                   "--config", str(config_file), "--ready-file", str(ready_file),
+                   "--parent", str(os.getpid())]
         with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
             process = subprocess.Popen(command, cwd=workdir, env=_child_env(pythonpath),
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err)
@@ -242,15 +243,30 @@ def _read_config(path: Path) -> SimulatorConfig:
         raise SimulatorError(f"{path}: not a valid simulator config: {problems}") from None
 
 
+def _watch_parent(pid: int, interval_s: float = 0.5) -> None:
+    """Stop (SIGTERM to this process) once ``pid`` is no longer the parent: a simulator
+    started for a run that was killed (SIGKILL included) does not outlive it."""
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="quiver-sim-parent", daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m quiver.replay._simprocess [--config PATH] [--ready-file PATH]``."""
+    """``python -m quiver.replay._simprocess [--config PATH] [--ready-file PATH] [--parent PID]``."""
     parser = argparse.ArgumentParser(
         prog="python -m quiver.replay._simprocess",
         description="Serve the quiver LLM simulator (OpenAI-compatible) on loopback.",
     )
     parser.add_argument("--config", type=Path, help="JSON file of a SimulatorConfig")
     parser.add_argument("--ready-file", type=Path, help="file to write the URL to once listening")
+    parser.add_argument("--parent", type=int, help="stop when the process with this id is gone")
     args = parser.parse_args(argv)
+    if args.parent:
+        _watch_parent(args.parent)
     try:
         config = _read_config(args.config) if args.config else SimulatorConfig()
         serve(config, args.ready_file)

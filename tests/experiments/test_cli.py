@@ -25,18 +25,22 @@ def test_console_script_is_installed() -> None:
 def test_help_lists_every_command() -> None:
     proc = run("--help")
     assert proc.returncode == 0
-    for command in ("record", "sim", "schema", "validate"):
+    for command in ("record", "sim", "schema", "validate", "analyze", "replay", "run", "import", "export"):
         assert command in proc.stdout
-    for command in ("record", "sim", "schema", "validate"):
+    for command in ("record", "sim", "schema", "validate", "analyze", "replay", "run", "import", "export"):
         sub = run(command, "--help")
         assert sub.returncode == 0 and "usage: quiver " + command in sub.stdout
 
 
 def test_schema_spec_is_json_schema_with_documented_fields() -> None:
-    proc = run("schema", "spec")
+    proc = run("schema", "record")
     schema = json.loads(proc.stdout)
     assert schema["properties"]["repeats"]["description"].startswith("How many times")
     assert set(schema["required"]) == {"pipeline", "llm", "inputs"}
+    campaign = json.loads(run("schema", "spec").stdout)
+    assert set(campaign["required"]) == {"pipeline", "llm", "perturbations"}
+    assert campaign["properties"]["baseline"]["description"].startswith("An existing traces file")
+    assert "ladder" in json.dumps(campaign["$defs"]["PerturbationSpec"])
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])

@@ -1,0 +1,366 @@
+"""``quiver run SPEC``: a perturbation campaign, end to end.
+
+1. The baseline: an existing traces file, or the spec's inputs recorded ``repeats``
+   times (into ``OUTPUT/baseline/``, resumable like ``quiver record``).
+2. The observational profile of the baseline (``OUTPUT/observational/``).
+3. Jobs: every perturbation's parameter sets (prompt variants x ladder steps) x the
+   selected traces where its target call ran x the replay repeats, each with its job
+   id and sample keys fixed up front (seed, trace, perturbation step, repeat).
+4. Replays on the executor (local threads or Ray); every finished replay is turned
+   into its pair row on the driver and committed to the ledger (``ledger.sqlite``)
+   at once, so a killed campaign resumes (``--resume``) with no pair lost or repeated.
+5. ``pairs.jsonl`` (job order), ``replays.jsonl`` (the perturbed traces),
+   ``campaign.json`` (the interventional estimates), ``report.md`` and ``summary.json``.
+
+Exit codes: 0 done; 1 done with problems (failed or diverged pairs, a failed negative
+control) or stopped by the budget; 2 could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from quiver._analyze import _embedder, analyze, default_cache_dir
+from quiver._embed import EmbeddingStore
+from quiver._errors import QuiverError
+from quiver._graph import PipelineGraph, infer_graph, load_graph
+from quiver._progress import Progress
+from quiver._redact import Redactor
+from quiver._trace import Trace
+from quiver._traceio import TraceWriter, load_traces
+from quiver._yamlspec import load_spec
+from quiver.replay import (
+    LLMClient,
+    ReplayMode,
+    ReplayResult,
+    declared_graph,
+    load_pipeline,
+    new_run_id,
+    pair_results,
+    record_corpus,
+)
+from quiver.replay._executors import Executor, LocalExecutor, RayExecutor, ReplayContext, ReplayJob
+
+from ._analysis import write_profile
+from ._campaign_spec import CampaignSpec, PerturbationSpec
+from ._ledger import Ledger
+from ._recording import open_llm
+from ._spec import load_inputs
+
+__all__ = ["CampaignResult", "run_campaign", "expand_jobs", "select_traces"]
+
+log = logging.getLogger("quiver.campaign")
+
+
+@dataclass
+class CampaignResult:
+    """What a campaign run produced."""
+
+    output: Path
+    jobs: int
+    done: int
+    resumed: int
+    status: Counter[str] = field(default_factory=Counter)
+    stopped_by_budget: bool = False
+    negative_control_failed: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    seconds: float = 0.0
+    executor: str = "local"
+    ray_nodes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.jobs
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def _margin(call: Any) -> float | None:
+    """The smallest gap between the top token logprob and the runner-up in a call's
+    recorded response (None without alternatives)."""
+    if call.response is None or not call.response.logprobs:
+        return None
+    gaps = []
+    for entry in call.response.logprobs:
+        top = sorted((alt.get("logprob", float("-inf")) for alt in entry.get("top_logprobs") or []), reverse=True)
+        if len(top) >= 2:
+            gaps.append(top[0] - top[1])
+    return min(gaps) if gaps else None
+
+
+def select_traces(spec: CampaignSpec, perturbation: PerturbationSpec, traces: Sequence[Trace]) -> list[Trace]:
+    """The baseline traces a perturbation replays: ok traces where its target call ran,
+    filtered by the spec's ``select``."""
+    eligible = [
+        t for t in traces
+        if t.status == "ok"
+        and any(c.node == perturbation.node and c.occurrence == perturbation.occurrence for c in t.calls)
+    ]
+    select = spec.select
+    if select.mode == "sample":
+        rng = random.Random(f"{select.seed}|{perturbation.id}")
+        keep = set(rng.sample(range(len(eligible)), min(select.n or len(eligible), len(eligible))))
+        return [t for i, t in enumerate(eligible) if i in keep]
+    if select.mode == "near_boundary":
+        scored = []
+        for t in eligible:
+            call = next(c for c in t.calls if c.node == perturbation.node and c.occurrence == perturbation.occurrence)
+            margin = _margin(call)
+            if margin is not None and margin <= select.margin:
+                scored.append((margin, t.trace_id, t))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        return [t for _, _, t in scored[: select.n or len(scored)]]
+    return eligible
+
+
+def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[ReplayJob], dict[str, int], dict[str, int]]:
+    """Every job of the campaign in a fixed order, with the step of each job and the
+    traces each perturbation left out (no target call, or not selected)."""
+    jobs: list[ReplayJob] = []
+    steps: dict[str, int] = {}
+    left_out: dict[str, int] = {}
+    for p in spec.perturbations:
+        chosen = select_traces(spec, p, traces)
+        left_out[p.id] = len(traces) - len(chosen)
+        parameter_sets = p.steps()
+        repeats = p.repeats or spec.replay.repeats
+        for step, params in enumerate(parameter_sets):
+            pid = p.id if len(parameter_sets) == 1 else f"{p.id}#{step}"
+            for trace in chosen:
+                payload = trace.model_dump(mode="json")
+                for r in range(repeats):
+                    job_id = f"{p.id}/{step}/{trace.trace_id}/{r}"
+                    steps[job_id] = step
+                    jobs.append(ReplayJob(
+                        job_id=job_id, seq=len(jobs), trace=payload, perturbation_id=pid, node=p.node,
+                        occurrence=p.occurrence, op=p.op, params=params, repeat=r,
+                    ))
+    return jobs, steps, left_out
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _executor(spec: CampaignSpec, kind: str | None, address: str | None) -> Executor:
+    chosen = kind or spec.executor.kind
+    if chosen == "ray":
+        return RayExecutor(
+            address=address or spec.executor.address, batch_size=spec.executor.batch_size,
+            max_in_flight=spec.executor.max_in_flight, max_retries=spec.executor.max_retries,
+        )
+    return LocalExecutor(spec.executor.concurrency)
+
+
+def _baseline(spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, fn: Any, resume: bool,
+              redactor: Redactor, stream: TextIO | None) -> list[Trace]:
+    if spec.baseline is not None:
+        loaded = load_traces(base_dir / spec.baseline)
+        if loaded.errors:
+            raise QuiverError(f"baseline {spec.baseline}: {loaded.errors[0]} ({len(loaded.errors)} bad line(s))")
+        return loaded.traces
+    done = out / "baseline" / "traces.jsonl"
+    if resume and done.is_file():
+        return load_traces(done).traces
+    inputs = load_inputs(spec, base_dir)  # type: ignore[arg-type]
+    result = record_corpus(
+        fn, pipeline_name=spec.name or getattr(fn, "__name__", "pipeline"), inputs=inputs, repeats=spec.repeats,
+        output_dir=out / "baseline", llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
+        resume=resume, progress_stream=stream,
+    )
+    return load_traces(result.traces_path).traces
+
+
+def _graph(spec: CampaignSpec, base_dir: Path, traces: list[Trace]) -> PipelineGraph:
+    base = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
+    seen = {c.node for t in traces for c in t.calls}
+    loop = base.loop
+    if loop is not None and not set(loop.body) <= seen:
+        body = [n for n in loop.body if n in seen]
+        loop = loop.model_copy(update={"body": body}) if body else None
+    trimmed = PipelineGraph(
+        nodes={n: s for n, s in base.nodes.items() if n in seen},
+        edges=[(a, b) for a, b in base.edges if a in seen and b in seen], loop=loop,
+    )
+    return infer_graph([t for t in traces if t.status == "ok"], trimmed)[0]
+
+
+def run_campaign(
+    spec_path: str | Path,
+    *,
+    resume: bool = False,
+    executor: str | None = None,
+    address: str | None = None,
+    output: str | None = None,
+    progress_stream: TextIO | None = sys.stderr,
+) -> CampaignResult:
+    """Run ``quiver run SPEC``; see the module docstring."""
+    t0 = time.perf_counter()
+    path = Path(spec_path)
+    spec = load_spec(CampaignSpec, path)
+    if output is not None:
+        spec = spec.model_copy(update={"output": output})
+    base_dir = path.parent
+    out = Path(spec.output)
+    ledger_path = out / "ledger.sqlite"
+    if ledger_path.exists() and not resume:
+        raise QuiverError(
+            f"{out} holds a campaign's ledger already: `quiver run {path} --resume` finishes it, "
+            "or set another output folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
+    redactor = Redactor(spec.redact, literals=[secret] if secret else [])
+    (out / "spec.resolved.json").write_text(
+        json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
+    )
+    fn = load_pipeline(spec.pipeline, base_dir)
+    ledger = Ledger(ledger_path)
+    run_id = ledger.get_meta("run_id") or new_run_id()
+    ledger.set_meta([("run_id", run_id), ("spec", str(path.resolve()))])
+    try:
+        with open_llm(spec.llm, base_dir) as client:
+            traces = _baseline(spec, base_dir, out, client, fn, resume, redactor, progress_stream)
+            graph = _graph(spec, base_dir, traces)
+            profile = analyze(
+                traces, graph, epsilon=spec.analysis.epsilon, alphas=spec.analysis.alphas,
+                resamples=spec.analysis.resamples, seed=spec.analysis.seed, embedder=spec.analysis.embedder,
+                cache_dir=spec.analysis.cache_dir,
+            )
+            write_profile(profile, out / "observational")
+            result = _replay_all(spec, base_dir, out, client, traces, profile.graph, ledger, run_id,
+                                 _executor(spec, executor, address), redactor, progress_stream)
+            if result.complete:
+                _write_results(spec, out, ledger, profile, result)
+    finally:
+        ledger.close()
+    result.seconds = round(time.perf_counter() - t0, 3)
+    _write_summary(out, result)
+    return result
+
+
+def _replay_all(
+    spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, traces: list[Trace], graph: PipelineGraph,
+    ledger: Ledger, run_id: str, executor: Executor, redactor: Redactor, stream: TextIO | None,
+) -> CampaignResult:
+    jobs, steps, left_out = expand_jobs(spec, traces)
+    done = ledger.done()
+    todo = [j for j in jobs if j.job_id not in done]
+    by_id = {t.trace_id: t for t in traces}
+    jobs_by_id = {j.job_id: j for j in jobs}
+    mode = ReplayMode(
+        frozen=tuple(spec.replay.frozen), live_nodes=tuple(spec.replay.live_nodes),
+        frozen_nodes=tuple(spec.replay.frozen_nodes), downstream=spec.replay.downstream,
+    )
+    context = ReplayContext(
+        pipeline=spec.pipeline, base_dir=str(base_dir.resolve()),
+        llm={"base_url": client.base_url, "model": client.model, "api_key": client.api_key,
+             "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
+        mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=spec.seed, run_id=run_id,
+        cache_dir=str((out / "cache").resolve()) if spec.replay.downstream == "cached" else None,
+    )
+    result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
+                            executor=executor.name)
+    tokens = [0]
+    progress = Progress("pairs", len(jobs), stream=stream)
+    progress.advance(result.resumed)
+    store = EmbeddingStore(
+        _embedder(spec.analysis.embedder),
+        Path(spec.analysis.cache_dir) if spec.analysis.cache_dir else default_cache_dir(),
+    )
+
+    def over_budget() -> bool:
+        budget = spec.budget
+        hit = (budget.max_llm_calls is not None and result.llm_calls >= budget.max_llm_calls) or (
+            budget.max_tokens is not None and tokens[0] >= budget.max_tokens
+        )
+        result.stopped_by_budget = result.stopped_by_budget or hit
+        return hit
+
+    def on_done(job_id: str, data: dict[str, Any]) -> None:
+        job = jobs_by_id[job_id]
+        baseline = by_id[job.trace["trace_id"]]
+        if "error" in data:
+            row = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
+                   "trace_id": baseline.trace_id,
+                   "input_id": baseline.input_id, "repeat": job.repeat, "step": steps[job_id], "status": "failed",
+                   "node": job.node, "op": job.op, "params": job.params, "error": data["error"]}
+            ledger.commit(job_id, job.seq, redactor.data(row), None)
+            result.status["failed"] += 1
+        else:
+            replay = ReplayResult.from_json(data, baseline)
+            [pair] = pair_results([replay], graph, epsilon=spec.analysis.epsilon, store=store)
+            row = {**pair.to_json(traces=False), "job_id": job_id, "step": steps[job_id],
+                   "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id}
+            trace = redactor.data(replay.trace.model_dump(mode="json"))
+            ledger.commit(job_id, job.seq, redactor.data(row), trace)
+            result.status[pair.status] += 1
+            result.llm_calls += replay.total_llm_calls
+            tokens[0] += replay.llm_tokens
+        result.done += 1
+        progress.advance(failed=result.status["failed"], diverged=result.status["diverged"])
+
+    try:
+        executor.run(context, todo, on_done, over_budget)
+    finally:
+        progress.close()
+        store.close()
+    if isinstance(executor, RayExecutor):
+        result.ray_nodes = len(executor.nodes)
+    left = {k: v for k, v in left_out.items() if v}
+    if left:
+        log.info("traces left out (no target call, or not selected): %s", left)
+    return result
+
+
+def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, result: CampaignResult) -> None:
+    from quiver import campaign_estimates, interventional_report
+
+    rows = ledger.rows()
+    _write_jsonl(out / "pairs.jsonl", rows)
+    with TraceWriter(out / "replays.jsonl.tmp") as writer:
+        for trace in ledger.traces():
+            writer.write(Trace.model_validate(trace))
+    os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
+    perturbations = [p.model_dump(mode="json") for p in spec.perturbations]
+    estimates = campaign_estimates(
+        perturbations, rows, profile.table, profile.to_json(), profile.graph, epsilon=spec.analysis.epsilon,
+        resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
+    )
+    (out / "campaign.json").write_text(json.dumps(estimates, indent=2) + "\n", encoding="utf-8")
+    observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
+    (out / "report.md").write_text(
+        interventional_report(estimates) + "\n\n---\n\n" + observational, encoding="utf-8"
+    )
+    result.negative_control_failed = [
+        p["id"] for p in estimates["perturbations"] if (p.get("negative_control") or {}).get("passed") is False
+    ]
+    result.status = Counter(r.get("status", "ok") for r in rows)
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _write_summary(out: Path, result: CampaignResult) -> None:
+    summary = {
+        "jobs": result.jobs, "done": result.done, "resumed": result.resumed, "complete": result.complete,
+        "status": dict(result.status), "stopped_by_budget": result.stopped_by_budget,
+        "negative_control_failed": result.negative_control_failed, "llm_calls": result.llm_calls,
+        "executor": result.executor, "ray_nodes": result.ray_nodes, "seconds": result.seconds,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

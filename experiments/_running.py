@@ -1,0 +1,73 @@
+"""``quiver run``: the command line of a perturbation campaign (see ``_campaign``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_run_parser", "run_command"]
+
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+
+
+def add_run_parser(sub: Any) -> None:
+    """Register ``quiver run``."""
+    run = sub.add_parser(
+        "run",
+        help="run a perturbation campaign from a YAML spec (record, replay, estimate, report)",
+        description=(
+            "Record (or load) the baseline corpus, analyse it, replay every selected trace "
+            "with each perturbation (upstream frozen, downstream live) on the local or Ray "
+            "executor, commit every pair to the ledger as it finishes, and write pairs.jsonl, "
+            "replays.jsonl, campaign.json (interventional estimates with n and CIs), report.md "
+            "and summary.json to the spec's output folder. A killed campaign resumes with "
+            "--resume. Exit 1 when pairs failed or diverged, a negative control failed, or the "
+            "budget stopped the run."
+        ),
+    )
+    run.add_argument("spec", type=Path, help="the campaign spec (see `quiver schema spec`)")
+    run.add_argument("--resume", action="store_true", help="finish an interrupted campaign from its ledger")
+    run.add_argument("--executor", choices=["local", "ray"], help="override the spec's executor.kind")
+    run.add_argument("--address", help="a Ray cluster address (with --executor ray)")
+    run.add_argument("--output", help="output folder (overrides the spec's output)")
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``quiver run``; return the exit code."""
+    from ._campaign import run_campaign
+
+    result = run_campaign(
+        args.spec, resume=args.resume, executor=args.executor, address=args.address, output=args.output,
+        progress_stream=None if args.quiet else sys.stderr,
+    )
+    status = ", ".join(f"{k} {v}" for k, v in sorted(result.status.items())) or "none"
+    print(
+        f"{result.done} of {result.jobs} pairs ({result.resumed} from the ledger; {status}) on the "
+        f"{result.executor} executor in {result.seconds:.1f}s; {result.llm_calls} LLM calls"
+    )
+    out = result.output
+    if result.stopped_by_budget:
+        print(f"stopped by the budget; `quiver run {args.spec} --resume` with a larger budget finishes it",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
+    if not result.complete:
+        print("the campaign did not finish; `--resume` continues it", file=sys.stderr)
+        return EXIT_PROBLEMS
+    campaign = json.loads((out / "campaign.json").read_text(encoding="utf-8"))
+    for p in campaign["perturbations"]:
+        control = p.get("negative_control") or {}
+        verdict = {True: "passed", False: "FAILED", None: "n/a"}[control.get("passed")]
+        print(f"  {p['id']:<22} pairs {p['pairs']:>5}  effective {p['effective']:>5}  no-op {p['noop']:>5}  "
+              f"negative control {verdict}")
+    for name in ("campaign.json", "pairs.jsonl", "report.md", "summary.json"):
+        print(out / name)
+    problems = result.status.get("failed", 0) + result.status.get("diverged", 0)
+    if problems or result.negative_control_failed:
+        if result.negative_control_failed:
+            print(f"negative control failed for {', '.join(result.negative_control_failed)}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK

@@ -1,0 +1,253 @@
+"""Campaigns (``quiver run``): the spec, job expansion, resume after SIGKILL, executors.
+
+A small campaign on a fixed support_bot baseline (recorded once per module, so trace
+ids and sample keys are the same in every run) is run uninterrupted, killed with
+SIGKILL part-way and resumed, and run on a real local Ray instance: the pairs and the
+campaign's numbers must be the same every time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quiver._errors import SpecError
+from quiver._traceio import load_traces
+from quiver._yamlspec import load_spec
+from quiver.experiments._campaign import expand_jobs, run_campaign
+from quiver.experiments._campaign_spec import CampaignSpec
+
+ROOT = Path(__file__).parents[2]
+DEMO = ROOT / "experiments" / "support_bot"
+QUIVER = shutil.which("quiver")
+
+
+def _cli(*args: str, **kwargs: Any) -> list[str]:
+    command = [QUIVER] if QUIVER else [sys.executable, "-m", "quiver.experiments._cli"]
+    return [*command, *args]
+
+
+SMALL = """\
+pipeline: {demo}/pipeline.py:run
+name: support_bot
+llm:
+  simulator:
+    models: [{demo}/sim_models.py]
+    nondeterminism: 0.15
+  model: support-bot-planner
+  params: {{temperature: 0, seed: 42}}
+baseline: {baseline}
+graph: {demo}/graph.yaml
+select: {{mode: sample, n: 12, seed: 3}}
+perturbations:
+  - id: cs-override
+    node: context_sufficiency
+    op: override
+    params: {{set: {{sufficient: true}}}}
+  - id: rewriter-swap
+    node: rewriter
+    op: prompt_swap
+    params: {{variants: [{demo}/prompts/rewriter_terse.txt, {demo}/prompts/rewriter_polite.txt]}}
+  - id: fragments-drop
+    node: discovery
+    op: list_edit
+    params: {{action: remove}}
+    ladder: {{count: [1, 3]}}
+replay: {{repeats: 2}}
+executor: {{kind: {executor}, concurrency: 4, batch_size: 4}}
+analysis: {{resamples: 200, permutations: 200, cache_dir: {cache}}}
+output: {output}
+"""
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("baseline")
+    proc = subprocess.run(
+        _cli("record", str(DEMO / "record.yaml"), "--output", str(out), "--repeats", "2", "--quiet"),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out / "traces.jsonl"
+
+
+def _spec(tmp: Path, baseline: Path, name: str, executor: str = "local") -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(SMALL.format(demo=DEMO, baseline=baseline, executor=executor, cache=tmp / "emb",
+                                 output=tmp / name), encoding="utf-8")
+    return path
+
+
+def _pairs(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def reference(baseline: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small campaign, run once without interruption (local executor)."""
+    tmp = tmp_path_factory.mktemp("reference")
+    result = run_campaign(_spec(tmp, baseline, "run"), progress_stream=None)
+    assert result.complete and result.status.get("failed", 0) == 0
+    return tmp / "run"
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+def test_spec_errors_name_the_file_line_and_field(tmp_path: Path, baseline: Path) -> None:
+    good = _spec(tmp_path, baseline, "x").read_text()
+    bad = good.replace("params: {set: {sufficient: true}}", "params: {set: {}}")
+    path = tmp_path / "bad.yaml"
+    path.write_text(bad)
+    with pytest.raises(SpecError) as err:
+        load_spec(CampaignSpec, path)
+    assert err.value.file == str(path) and err.value.line is not None
+    assert "perturbations" in (err.value.path or "") and "override" in str(err.value)
+    path.write_text(good.replace("id: rewriter-swap", "id: cs-override"))
+    with pytest.raises(SpecError, match="unique; repeated: cs-override"):
+        load_spec(CampaignSpec, path)
+    path.write_text(good.replace("kind: local", "kind: spark"))
+    with pytest.raises(SpecError, match="executor.kind"):
+        load_spec(CampaignSpec, path)
+
+
+def test_jobs_expand_variants_ladders_traces_and_repeats(tmp_path: Path, baseline: Path) -> None:
+    spec = load_spec(CampaignSpec, _spec(tmp_path, baseline, "x"))
+    traces = load_traces(baseline).traces
+    jobs, steps, _ = expand_jobs(spec, traces)
+    per = {}
+    for job in jobs:
+        per.setdefault(job.job_id.split("/")[0], []).append(job)
+    assert len(per["cs-override"]) == 12 * 2  # 12 sampled traces x 2 repeats
+    assert len(per["rewriter-swap"]) == 2 * 12 * 2  # 2 variants
+    assert len(per["fragments-drop"]) <= 2 * 12 * 2 and {steps[j.job_id] for j in per["fragments-drop"]} == {0, 1}
+    assert len({j.job_id for j in jobs}) == len(jobs) and [j.seq for j in jobs] == list(range(len(jobs)))
+    assert {j.perturbation_id for j in per["rewriter-swap"]} == {"rewriter-swap#0", "rewriter-swap#1"}
+    again, _, _ = expand_jobs(spec, traces)
+    assert [j.job_id for j in again] == [j.job_id for j in jobs]
+
+
+# --------------------------------------------------------------------------- the run folder
+
+
+def test_run_folder_holds_everything(reference: Path) -> None:
+    for name in ("spec.resolved.json", "pairs.jsonl", "replays.jsonl", "campaign.json", "report.md",
+                 "summary.json", "ledger.sqlite", "observational/profile.json"):
+        assert (reference / name).is_file(), name
+    pairs = _pairs(reference)
+    summary = json.loads((reference / "summary.json").read_text())
+    assert summary["complete"] and summary["done"] == summary["jobs"] == len(pairs)
+    campaign = json.loads((reference / "campaign.json").read_text())
+    ids = {p["id"] for p in campaign["perturbations"]}
+    assert ids == {"cs-override", "rewriter-swap", "fragments-drop"}
+    cs = next(p for p in campaign["perturbations"] if p["id"] == "cs-override")
+    assert cs["pairs"] == cs["effective"] + cs["noop"] == 24
+    report = (reference / "report.md").read_text()
+    assert "cs-override" in report and "fragments-drop" in report
+
+
+def _run_killed(spec: Path, out: Path, after: int) -> None:
+    proc = subprocess.Popen(_cli("run", str(spec), "--quiet"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ledger = out / "ledger.sqlite"
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"the campaign ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
+            if ledger.exists():
+                try:
+                    with sqlite3.connect(str(ledger)) as db:
+                        n = db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+                except sqlite3.Error:
+                    n = 0
+                if n >= after:
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the campaign made no progress")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_sigkill_then_resume_equals_an_uninterrupted_run(baseline: Path, reference: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline, "run")
+    out = tmp_path / "run"
+    _run_killed(spec, out, after=15)
+    with sqlite3.connect(str(out / "ledger.sqlite")) as db:
+        kept = db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+    total = len(_pairs(reference))
+    assert 15 <= kept < total
+    refused = subprocess.run(_cli("run", str(spec), "--quiet"), capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    resumed = subprocess.run(_cli("run", str(spec), "--resume", "--quiet"), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed"] == kept and summary["complete"]
+    assert _pairs(out) == _pairs(reference)  # none lost, none duplicated, same numbers
+    assert json.loads((out / "campaign.json").read_text()) == json.loads((reference / "campaign.json").read_text())
+
+
+# --------------------------------------------------------------------------- ray
+
+
+@pytest.fixture(scope="module")
+def ray_instance() -> Any:
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+
+
+def test_ray_executor_gives_the_same_pairs_and_numbers(
+    baseline: Path, reference: Path, tmp_path: Path, ray_instance: Any
+) -> None:
+    result = run_campaign(_spec(tmp_path, baseline, "run", executor="ray"), progress_stream=None)
+    assert result.complete and result.executor == "ray" and result.ray_nodes >= 1
+    pairs = _pairs(tmp_path / "run")
+    assert [p for p in pairs if p["status"] != "ok"] == []
+    assert pairs == _pairs(reference)
+    assert json.loads((tmp_path / "run" / "campaign.json").read_text()) == json.loads(
+        (reference / "campaign.json").read_text()
+    )
+
+
+CLUSTER = textwrap.dedent("""
+    import json, sys
+    import ray
+    from ray.cluster_utils import Cluster
+    from quiver.experiments._campaign import run_campaign
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+    result = run_campaign(sys.argv[1], executor="ray", progress_stream=None)
+    print(json.dumps({"complete": result.complete, "nodes": result.ray_nodes}))
+    ray.shutdown()
+    cluster.shutdown()
+""")
+
+
+def test_a_campaign_spreads_over_a_two_node_ray_cluster(baseline: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    spec = _spec(tmp_path, baseline, "cluster", executor="ray")
+    text = spec.read_text().replace("select: {mode: sample, n: 12, seed: 3}", "select: {mode: sample, n: 6, seed: 3}")
+    spec.write_text(text.replace("batch_size: 4", "batch_size: 2"))
+    script = tmp_path / "cluster.py"
+    script.write_text(CLUSTER)
+    proc = subprocess.run([sys.executable, str(script), str(spec)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["complete"] and out["nodes"] == 2
