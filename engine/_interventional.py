@@ -54,7 +54,11 @@ Choices QUIVER.md leaves open, made here:
 * **Control rate.** The no-op stratum of the same perturbation when it has ok pairs,
   else the rate over every pair of the observational table.
 * **Negative control.** Per downstream node present in the observational table, the
-  one-sided permutation test of §13 with labels permuted over pairs (not over input
+  one-sided permutation test of §13 against the observational same-input distances *of
+  the inputs the no-op pairs came from* (all observational pairs when none of those
+  inputs has one): a no-op stratum is often a particular kind of input (follow-ups whose
+  context already sufficed), whose noise need not be the corpus average. Labels are
+  permuted over pairs (not over input
   groups: pairs of one group are exchangeable under H0 only approximately, which makes
   the test somewhat liberal when groups differ much), statistic = mean(no-op) -
   mean(observational). A permutation
@@ -443,10 +447,17 @@ def _negative_control(pid: str, cols: _Columns, nodes: Sequence[str], table: Pai
         return {"passed": None, "reason": "no no-op pairs: the stratum that serves as negative control is empty",
                 "statistic": None, "p_value": None, "rejected": [], "nodes": {}}
     rows: dict[str, dict[str, Any]] = {}
+    # the same inputs on both sides: observational pairs of the inputs the no-op pairs
+    # came from (a no-op stratum is often a particular kind of input, e.g. follow-ups
+    # whose context already sufficed, whose noise differs from the corpus average)
+    noop_inputs = {cols.groups[g] for g in np.unique(cols.group[noop])}
+    same_inputs = np.array([table.groups[g] in noop_inputs for g in table.group], dtype=bool)
+    if not same_inputs.any():
+        same_inputs = np.ones(table.n_pairs, dtype=bool)
     for node in nodes:
         x = cols.d[node][noop]
         x = x[np.isfinite(x)]
-        y = table.col(node) if node in table.nodes else np.zeros(0)
+        y = table.col(node)[same_inputs] if node in table.nodes else np.zeros(0)
         y = y[np.isfinite(y)]
         row: dict[str, Any] = {"statistic": None, "p_value": None, "p_holm": None, "n_noop": int(x.size),
                                "n_obs": int(y.size), "mean_noop": _round(float(x.mean())) if x.size else None,

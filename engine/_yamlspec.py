@@ -123,7 +123,7 @@ def _reason(error: Any, model: type[BaseModel]) -> str:
         return f"unknown key {loc[-1]!r}; valid keys here are: {valid}"
     if error["type"] == "missing":
         return "required field is missing"
-    reason = str(error["msg"])
+    reason = str(error["msg"]).removeprefix("Value error, ")
     if "input" in error and not isinstance(error["input"], dict):
         reason += f", got {json.dumps(error['input'], default=str)[:80]}"
     return reason

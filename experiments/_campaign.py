@@ -6,9 +6,11 @@
 3. Jobs: every perturbation's parameter sets (prompt variants x ladder steps) x the
    selected traces where its target call ran x the replay repeats, each with its job
    id and sample keys fixed up front (seed, trace, perturbation step, repeat).
-4. Replays on the executor (local threads or Ray); every finished replay is turned
-   into its pair row on the driver and committed to the ledger (``ledger.sqlite``)
-   at once, so a killed campaign resumes (``--resume``) with no pair lost or repeated.
+4. Replays on the executor (local threads or Ray); finished replays are turned into
+   pair rows on the driver in job order and committed to the ledger
+   (``ledger.sqlite``) one by one, so a killed campaign resumes (``--resume``) with no
+   pair lost or repeated (replays finished out of order and not yet committed are
+   simply run again).
 5. ``pairs.jsonl`` (job order), ``replays.jsonl`` (the perturbed traces),
    ``campaign.json`` (the interventional estimates), ``report.md`` and ``summary.json``.
 
@@ -32,13 +34,13 @@ from typing import Any, TextIO
 
 from quiver._analyze import _embedder, analyze, default_cache_dir
 from quiver._embed import EmbeddingStore
-from quiver._errors import QuiverError
+from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._progress import Progress
 from quiver._redact import Redactor
 from quiver._trace import Trace
 from quiver._traceio import TraceWriter, load_traces
-from quiver._yamlspec import load_spec
+from quiver._yamlspec import load_spec, load_yaml_with_lines
 from quiver.replay import (
     LLMClient,
     ReplayMode,
@@ -57,7 +59,7 @@ from ._ledger import Ledger
 from ._recording import open_llm
 from ._spec import load_inputs
 
-__all__ = ["CampaignResult", "run_campaign", "expand_jobs", "select_traces"]
+__all__ = ["CampaignResult", "run_campaign", "expand_jobs", "select_traces", "check_spec"]
 
 log = logging.getLogger("quiver.campaign")
 
@@ -74,6 +76,7 @@ class CampaignResult:
     stopped_by_budget: bool = False
     negative_control_failed: list[str] = field(default_factory=list)
     llm_calls: int = 0
+    retries: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     executor: str = "local"
     ray_nodes: int = 0
@@ -149,6 +152,71 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
     return jobs, steps, left_out
 
 
+# --------------------------------------------------------------------------- checks
+
+
+def check_spec(spec: CampaignSpec, path: Path) -> tuple[Any, PipelineGraph | None]:
+    """Everything that can be checked before anything runs: the pipeline imports, the
+    graph and baseline files exist, and every perturbation names a node, a field and
+    values the graph knows (when it declares them). Returns the pipeline function and
+    the declared graph.
+
+    Raises:
+        SpecError: naming the file, the line and the field path, and what would be valid.
+    """
+    _, lines = load_yaml_with_lines(path)
+    base_dir = path.parent
+
+    def fail(where: tuple[Any, ...], reason: str) -> SpecError:
+        line = next((lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in lines), None)
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
+        return SpecError(str(path), line, dotted, reason)
+
+    try:
+        fn = load_pipeline(spec.pipeline, base_dir)
+    except QuiverError as exc:
+        raise fail(("pipeline",), str(exc)) from None
+    for key in ("baseline", "graph"):
+        value = getattr(spec, key)
+        if value is not None and not (base_dir / value).is_file():
+            raise fail((key,), f"no file at {base_dir / value}")
+    graph = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
+    if not graph.nodes:
+        return fn, None
+    for i, p in enumerate(spec.perturbations):
+        if p.node not in graph.nodes:
+            raise fail(("perturbations", i, "node"),
+                       f"unknown node {p.node!r}; the graph's nodes are {', '.join(sorted(graph.nodes))}")
+        node = graph.nodes[p.node]
+        for step in p.steps():
+            for field_name, value in _fields_set(p.op, step):
+                top = field_name.split(".")[0]
+                if node.fields is not None and top not in node.fields:
+                    raise fail(("perturbations", i, "params"),
+                               f"node {p.node!r} has no field {top!r}; its fields are {', '.join(node.fields)}")
+                spec_f = node.fields.get(top) if node.fields is not None else None
+                cats = spec_f.categories if spec_f is not None else None
+                if cats and value is not _ANY and value not in cats:
+                    raise fail(("perturbations", i, "params"),
+                               f"{value!r} is not a category of {p.node}.{top}; its categories are "
+                               f"{', '.join(map(str, cats))}")
+    return fn, graph
+
+
+_ANY = object()
+
+
+def _fields_set(op: str, params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (field, value) pairs an operator touches (value _ANY when it is not fixed)."""
+    if op == "override":
+        return list((params.get("set") or {}).items())
+    if op == "categorical_flip" and params.get("field"):
+        return [(params["field"], params["to"] if "to" in params and params.get("to") is not None else _ANY)]
+    if params.get("field") and op in ("bool_flip", "list_edit", "text_edit"):
+        return [(params["field"], _ANY)]
+    return []
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -210,6 +278,7 @@ def run_campaign(
     spec = load_spec(CampaignSpec, path)
     if output is not None:
         spec = spec.model_copy(update={"output": output})
+    fn, _ = check_spec(spec, path)
     base_dir = path.parent
     out = Path(spec.output)
     ledger_path = out / "ledger.sqlite"
@@ -224,7 +293,6 @@ def run_campaign(
     (out / "spec.resolved.json").write_text(
         json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
     )
-    fn = load_pipeline(spec.pipeline, base_dir)
     ledger = Ledger(ledger_path)
     run_id = ledger.get_meta("run_id") or new_run_id()
     ledger.set_meta([("run_id", run_id), ("spec", str(path.resolve()))])
@@ -287,28 +355,47 @@ def _replay_all(
         result.stopped_by_budget = result.stopped_by_budget or hit
         return hit
 
-    def on_done(job_id: str, data: dict[str, Any]) -> None:
+    def commit(job_id: str, data: dict[str, Any]) -> None:
         job = jobs_by_id[job_id]
         baseline = by_id[job.trace["trace_id"]]
+        retried = 0
         if "error" in data:
             row = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
-                   "trace_id": baseline.trace_id,
-                   "input_id": baseline.input_id, "repeat": job.repeat, "step": steps[job_id], "status": "failed",
-                   "node": job.node, "op": job.op, "params": job.params, "error": data["error"]}
+                   "trace_id": baseline.trace_id, "input_id": baseline.input_id, "repeat": job.repeat,
+                   "step": steps[job_id], "status": "failed", "node": job.node, "op": job.op,
+                   "params": job.params, "error": data["error"]}
             ledger.commit(job_id, job.seq, redactor.data(row), None)
-            result.status["failed"] += 1
+            status = "failed"
         else:
             replay = ReplayResult.from_json(data, baseline)
             [pair] = pair_results([replay], graph, epsilon=spec.analysis.epsilon, store=store)
             row = {**pair.to_json(traces=False), "job_id": job_id, "step": steps[job_id],
-                   "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id}
+                   "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
+                   "retries": replay.retries}
             trace = redactor.data(replay.trace.model_dump(mode="json"))
             ledger.commit(job_id, job.seq, redactor.data(row), trace)
-            result.status[pair.status] += 1
+            status = pair.status
             result.llm_calls += replay.total_llm_calls
+            result.retries.update(replay.retries)
+            retried = sum(replay.retries.values())
             tokens[0] += replay.llm_tokens
+        result.status[status] += 1
         result.done += 1
-        progress.advance(failed=result.status["failed"], diverged=result.status["diverged"])
+        progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
+
+    # Pairs are computed and committed in job order, whatever order the executor
+    # finishes them in: the embedding model then sees the same batches of new texts on
+    # every executor and after a resume, so the distances agree to the last digit.
+    order = [j.job_id for j in todo]
+    waiting: dict[str, dict[str, Any]] = {}
+    position = [0]
+
+    def on_done(job_id: str, data: dict[str, Any]) -> None:
+        waiting[job_id] = data
+        while position[0] < len(order) and order[position[0]] in waiting:
+            next_id = order[position[0]]
+            commit(next_id, waiting.pop(next_id))
+            position[0] += 1
 
     try:
         executor.run(context, todo, on_done, over_budget)
@@ -346,6 +433,10 @@ def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, 
         p["id"] for p in estimates["perturbations"] if (p.get("negative_control") or {}).get("passed") is False
     ]
     result.status = Counter(r.get("status", "ok") for r in rows)
+    result.retries = Counter()
+    for r in rows:
+        result.retries.update(r.get("retries") or {})
+    result.llm_calls = sum(sum((r.get("llm_calls") or {}).values()) for r in rows)
 
 
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -361,6 +452,7 @@ def _write_summary(out: Path, result: CampaignResult) -> None:
         "jobs": result.jobs, "done": result.done, "resumed": result.resumed, "complete": result.complete,
         "status": dict(result.status), "stopped_by_budget": result.stopped_by_budget,
         "negative_control_failed": result.negative_control_failed, "llm_calls": result.llm_calls,
+        "retries": dict(sorted(result.retries.items())),
         "executor": result.executor, "ray_nodes": result.ray_nodes, "seconds": result.seconds,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -45,9 +45,10 @@ def run_command(args: argparse.Namespace) -> int:
         progress_stream=None if args.quiet else sys.stderr,
     )
     status = ", ".join(f"{k} {v}" for k, v in sorted(result.status.items())) or "none"
+    retries = ", ".join(f"{k} {v}" for k, v in sorted(result.retries.items())) or "none"
     print(
         f"{result.done} of {result.jobs} pairs ({result.resumed} from the ledger; {status}) on the "
-        f"{result.executor} executor in {result.seconds:.1f}s; {result.llm_calls} LLM calls"
+        f"{result.executor} executor in {result.seconds:.1f}s; {result.llm_calls} LLM calls; retries: {retries}"
     )
     out = result.output
     if result.stopped_by_budget:

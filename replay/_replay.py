@@ -51,7 +51,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -172,6 +172,8 @@ class ReplayResult:
     seconds: float
     llm_tokens: int = 0
     """Tokens of the LLM requests the endpoint answered."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """LLM attempts retried during the replay, by reason (rate_limited, server_error, ...)."""
 
     @property
     def reproduced(self) -> bool:
@@ -194,7 +196,7 @@ class ReplayResult:
             "repeat": self.repeat, "divergences": [d.to_json() for d in self.divergences],
             "target": self.target.to_json() if self.target is not None else None,
             "llm_calls": self.llm_calls, "served_calls": self.served_calls, "seconds": self.seconds,
-            "llm_tokens": self.llm_tokens,
+            "llm_tokens": self.llm_tokens, "retries": self.retries,
         }
 
     @classmethod
@@ -206,7 +208,7 @@ class ReplayResult:
             repeat=data["repeat"], divergences=[Divergence.from_json(d) for d in data["divergences"]],
             target=TargetReport(**{k: v for k, v in target.items()}) if target else None,
             llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
-            llm_tokens=data.get("llm_tokens", 0),
+            llm_tokens=data.get("llm_tokens", 0), retries=dict(data.get("retries", {})),
         )
 
 
@@ -632,6 +634,7 @@ def replay_trace(
         divergences=builder.divergences, target=builder.target_report,
         llm_calls=dict(sorted(builder.llm_calls.items())), served_calls=builder.served,
         seconds=round(time.perf_counter() - t0, 6), llm_tokens=builder.llm_tokens,
+        retries=dict(sorted(builder.retries.items())),
     )
 
 

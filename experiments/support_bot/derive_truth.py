@@ -81,6 +81,8 @@ class DryRun:
     reply: dict[str, Any] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     """How many times each node ran."""
+    found: list[str] = field(default_factory=list)
+    """What the initial discovery found (before any fragment was dropped)."""
 
     @property
     def actions(self) -> list[str]:
@@ -155,7 +157,8 @@ def _counting(run: DryRun, flip_at: int | None) -> Iterator[None]:
 
 
 def dry_run(record: dict[str, Any], rewrite: dict[str, str] | None = None,
-            flip_at: int | None = None, overrides: dict[str, Any] | None = None) -> DryRun:
+            flip_at: int | None = None, overrides: dict[str, Any] | None = None,
+            drop: frozenset[str] = frozenset()) -> DryRun:
     """Run one input with every model at its argmax.
 
     Args:
@@ -164,6 +167,8 @@ def dry_run(record: dict[str, Any], rewrite: dict[str, str] | None = None,
         flip_at: Turn the planner's near tie at this call (0-based) over to its runner-up.
         overrides: Force fields of the first wave's outputs, as an override perturbation
             would: ``{"sufficient": True}``, ``{"is_small_talk": True}``, ...
+        drop: Fragment ids removed from the initial discovery's output, as a
+            ``list_edit`` remove perturbation would (``run.found`` keeps what it found).
     """
     message, history = record["message"], record.get("history") or []
     rewritten, signals, sufficiency = sb.first_wave(message, history)
@@ -176,7 +181,17 @@ def dry_run(record: dict[str, Any], rewrite: dict[str, str] | None = None,
             run.path = "smalltalk"
             run.reply = {"response": sb.smalltalk(message)}
             return run
-        material = sb.initial_material(run.gates, message, run.rewrite, signals, history)
+        found = sb.discovery
+
+        def initial_discovery(queries: list[str], turn_type: str, expand_from: list[str]) -> list[str]:
+            run.found = found(queries, turn_type, expand_from)
+            return [i for i in run.found if i not in drop]
+
+        sb.discovery = initial_discovery  # type: ignore[assignment]
+        try:
+            material = sb.initial_material(run.gates, message, run.rewrite, signals, history)
+        finally:
+            sb.discovery = found
         material, account = sb.plan_and_act(message, run.rewrite, signals, material, record["account_id"])
         lines = sb.material_lines(material, account)
         run.reply = sb.composer(message, signals["sentiment"], list(run.rewrite), lines)
@@ -315,6 +330,32 @@ OVERRIDES = {
 """The override perturbations of the first wave that change the graph."""
 
 
+def describe_ladder(records: list[dict[str, Any]], verbose: bool) -> dict[str, Any]:
+    """Removing one fragment from the initial discovery's output (the first step of a
+    ``list_edit`` remove ladder): for every answering input and every fragment found,
+    whether the planner's decisions move. The discovery distance of such a removal is
+    the set distance 1/n (n fragments found), so the interventional threshold of the
+    ladder is the smallest 1/n of a removal that moves a decision."""
+    rows = []
+    for record in records:
+        base = dry_run(record)
+        if not base.found:
+            continue
+        for fragment in base.found:
+            moved = _moved(base, dry_run(record, drop=frozenset({fragment})))
+            rows.append({"input": record["input_id"], "fragment": fragment, "n": len(base.found),
+                         "d": round(1 / len(base.found), 4), "moves": moved})
+    crossing = [r for r in rows if r["moves"]]
+    out: dict[str, Any] = {
+        "removals": len(rows), "moving": len(crossing),
+        "interventional_beta_shape": min(r["d"] for r in crossing) if crossing else None,
+        "fragments_found": sorted({r["n"] for r in rows}),
+    }
+    if verbose:
+        out["rows"] = rows
+    return out
+
+
 def describe_overrides(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per override: on the inputs where it is effective (the value differs), which
     nodes it adds and removes, and how often it changes the call counts."""
@@ -344,11 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", action="store_true", help="only the per-input decisions")
     parser.add_argument("--variants", action="store_true", help="only the rewriter prompt swaps")
     parser.add_argument("--overrides", action="store_true", help="only the first-wave overrides")
+    parser.add_argument("--ladder", action="store_true", help="only the discovery remove ladder")
     parser.add_argument("--only", default="", help="only the inputs whose id starts with this")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per input or swap")
     args = parser.parse_args(argv)
     records = [r for r in load_inputs() if r["input_id"].startswith(args.only)]
-    both = not (args.inputs or args.variants or args.overrides)
+    both = not (args.inputs or args.variants or args.overrides or args.ladder)
     derived: dict[str, Any] = {}
     with simulator():
         if args.inputs or both:
@@ -357,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             derived["overrides"] = describe_overrides(records)
         if args.variants or both:
             derived["rewriter_variants"] = describe_variants(records, args.verbose)
+        if args.ladder or both:
+            derived["discovery_ladder"] = describe_ladder(records, args.verbose)
     print(json.dumps(derived, indent=2))
     return 0
 

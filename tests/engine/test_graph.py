@@ -53,7 +53,7 @@ def test_the_documented_yaml_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("nodes: {a: {}}\nedges: [[a, b]]\n", "g.yaml:1: Value error, edges[0]: unknown node 'b'; known nodes: a"),
+        ("nodes: {a: {}}\nedges: [[a, b]]\n", "g.yaml:1: edges[0]: unknown node 'b'; known nodes: a"),
         ("nodes:\n  a:\n    output: {type: vector}\n",
          "g.yaml:3: nodes.a.output.type: Input should be 'categorical', 'bool', 'numeric', 'set', 'list', 'text', "
          "'mapping' or 'json'"),

@@ -235,7 +235,21 @@ def test_a_noop_stratum_at_the_noise_floor_passes_the_negative_control(corpus: A
     nc = out["perturbations"][0]["negative_control"]
     assert nc["passed"] is True and nc["rejected"] == []
     assert set(nc["nodes"]) == {"planner", "composer"}
-    assert all(r["p_holm"] > 0.05 and r["n_noop"] == 60 and r["n_obs"] == 120 for r in nc["nodes"].values())
+    # compared with the observational pairs of the same 30 inputs: 30 x C(3, 2) pairs
+    assert all(r["p_holm"] > 0.05 and r["n_noop"] == 60 and r["n_obs"] == 90 for r in nc["nodes"].values())
+
+
+def test_the_negative_control_compares_the_no_op_inputs_with_themselves(corpus: Any) -> None:
+    table, _ = corpus
+    planner = table.col("planner")
+    by_input = {g: planner[table.group == i] for i, g in enumerate(table.groups)}
+    noisy = sorted(by_input, key=lambda g: -float(np.nanmean(by_input[g])))[:5]
+    rows = [row("flip", g, "noop", 0.0, d={"planner": float(v), "composer": 0.0})
+            for g in noisy for v in by_input[g] for _ in range(4)]
+    nc = estimate(corpus, [perturbation("flip")], rows)["perturbations"][0]["negative_control"]
+    # the noisiest inputs, at their own noise floor: no drift against themselves
+    assert nc["nodes"]["planner"]["n_obs"] == 15 and nc["nodes"]["planner"]["rejects"] is False
+    assert nc["nodes"]["planner"]["mean_noop"] > float(np.nanmean(planner))
 
 
 def test_a_noop_stratum_shifted_by_0_3_fails_and_names_the_node(corpus: Any) -> None:

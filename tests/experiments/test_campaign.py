@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -251,3 +252,95 @@ def test_a_campaign_spreads_over_a_two_node_ray_cluster(baseline: Path, tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["complete"] and out["nodes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("op: override", "op: squash"), "unknown operator 'squash'; known operators: bool_flip"),
+        (("node: context_sufficiency", "node: sufficiency"), "unknown node 'sufficiency'"),
+        (("params: {set: {sufficient: true}}", "params: {set: {enough: true}}"), "has no field 'enough'"),
+        (("id: rewriter-swap", "id: rewriter-swap\n    repeats: -1"), "repeats"),
+        (("pipeline: ", "pipeline: nowhere_"), "pipeline"),
+        (("select: {mode: sample", "select: {mode: [sample"), "YAML"),
+    ],
+)
+def test_bad_specs_are_one_clear_error_and_nothing_runs(
+    tmp_path: Path, baseline: Path, change: tuple[str, str], message: str
+) -> None:
+    spec = _spec(tmp_path, baseline, "bad")
+    text = spec.read_text()
+    assert change[0] in text
+    spec.write_text(text.replace(change[0], change[1], 1))
+    proc = subprocess.run(_cli("run", str(spec), "--quiet"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message.lower() in proc.stderr.lower(), proc.stderr
+    assert proc.stderr.strip().count("\n") == 0  # one line
+    assert str(spec) in proc.stderr
+    assert not (tmp_path / "bad").exists()  # nothing ran, nothing written
+
+
+def test_a_value_outside_the_field_s_categories_is_refused(tmp_path: Path, baseline: Path) -> None:
+    spec = _spec(tmp_path, baseline, "bad")
+    text = spec.read_text().replace(
+        "  - id: rewriter-swap",
+        "  - id: action-force\n    node: planner\n    op: override\n    params: {set: {action: SKIP}}\n"
+        "  - id: rewriter-swap",
+    )
+    spec.write_text(text)
+    from quiver.experiments._campaign import check_spec
+
+    with pytest.raises(SpecError, match="'SKIP' is not a category of planner.action; its categories are EXECUTE, RETRY, COMPOSE") as err:
+        check_spec(load_spec(CampaignSpec, spec), spec)
+    assert err.value.line is not None and err.value.path == "perturbations[1].params"
+
+
+def test_faults_are_retried_and_every_pair_is_accounted_for(baseline: Path, reference: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline, "faulty")
+    text = spec.read_text().replace(
+        "    nondeterminism: 0.15\n",
+        "    nondeterminism: 0.15\n    faults: {rate_429: 0.10, rate_500: 0.05, rate_timeout: 0.02, retry_after_s: 0.02,"
+        " timeout_hang_s: 3, seed: 5}\n  timeout_s: 1.0\n  retry: {attempts: 10, initial_s: 0.02, max_s: 0.2}\n",
+    )
+    spec.write_text(text)
+    result = run_campaign(spec, progress_stream=None)
+    summary = json.loads((tmp_path / "faulty" / "summary.json").read_text())
+    assert result.complete and summary["done"] == summary["jobs"]
+    assert sum(summary["status"].values()) == summary["jobs"]
+    assert {"rate_limited", "server_error", "timeout"} <= set(summary["retries"])
+    # faults are drawn apart from content: the same pairs as the fault-free run
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "retries"} for r in rows]  # noqa: E731
+    assert strip(_pairs(tmp_path / "faulty")) == strip(_pairs(reference))
+
+
+def _kill_one_ray_batch(stop: threading.Event, killed: list[int]) -> None:
+    while not stop.is_set() and not killed:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    command = fh.read()
+            except OSError:
+                continue
+            if b"ray::_ray_batch" in command:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+                return
+        time.sleep(0.02)
+
+
+def test_a_ray_worker_killed_mid_task_does_not_stop_the_campaign(
+    baseline: Path, reference: Path, tmp_path: Path, ray_instance: Any
+) -> None:
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_one_ray_batch, args=(stop, killed))
+    killer.start()
+    try:
+        result = run_campaign(_spec(tmp_path, baseline, "run", executor="ray"), progress_stream=None)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no Ray worker was seen running a batch"
+    assert result.complete
+    assert _pairs(tmp_path / "run") == _pairs(reference)

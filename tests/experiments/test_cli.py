@@ -75,7 +75,7 @@ def write_spec(tmp_path: Path, text: str) -> Path:
         ("pipeline: p.py:run\nllm:\n  simulator: {}\n  retry:\n    attempts: 0\ninputs: [{q: 1}]\n",
          ":5: llm.retry.attempts: Input should be greater than or equal to 1, got 0"),
         ("pipeline: p.py:run\nllm:\n  base_url: http://x\n  simulator: {}\ninputs: [{q: 1}]\n",
-         ":2: llm: Value error, give exactly one of 'simulator'"),
+         ":2: llm: give exactly one of 'simulator'"),
         ("pipeline: p.py:run\ninputs: [{q: 1}]\n", ": llm: required field is missing"),
         ("pipeline: p.py:run\nllm: simulator\ninputs: [{q: 1}]\nconcurrency: many\n",
          ":4: concurrency: Input should be a valid integer"),
