@@ -51,6 +51,7 @@ from quiver.replay import (
     pair_results,
     record_corpus,
 )
+from quiver.replay._pairing import seen_part
 from quiver.replay._executors import Executor, LocalExecutor, RayExecutor, ReplayContext, ReplayJob
 
 from ._analysis import write_profile
@@ -251,16 +252,7 @@ def _baseline(spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, 
 
 def _graph(spec: CampaignSpec, base_dir: Path, traces: list[Trace]) -> PipelineGraph:
     base = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
-    seen = {c.node for t in traces for c in t.calls}
-    loop = base.loop
-    if loop is not None and not set(loop.body) <= seen:
-        body = [n for n in loop.body if n in seen]
-        loop = loop.model_copy(update={"body": body}) if body else None
-    trimmed = PipelineGraph(
-        nodes={n: s for n, s in base.nodes.items() if n in seen},
-        edges=[(a, b) for a, b in base.edges if a in seen and b in seen], loop=loop,
-    )
-    return infer_graph([t for t in traces if t.status == "ok"], trimmed)[0]
+    return infer_graph([t for t in traces if t.status == "ok"], seen_part(base, traces))[0]
 
 
 def run_campaign(

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
 from quiver.replay._replay import DIMENSIONS, Dimension
@@ -198,13 +198,6 @@ class CampaignSpec(RecordSpec):
     """Estimator options."""
     output: str = "runs/campaign"
     """The run folder (relative to the working directory)."""
-
-    @field_validator("inputs")
-    @classmethod
-    def _inputs_nonempty(cls, value: Any) -> Any:
-        if isinstance(value, list) and not value:
-            raise ValueError("the list of inputs is empty; give at least one input")
-        return value
 
     @model_validator(mode="after")
     def _baseline_or_inputs(self) -> CampaignSpec:

@@ -42,7 +42,7 @@ from quiver._trace import Trace
 from ._diff import Divergence, FieldDiff, diff_values
 from ._replay import ReplayResult, TargetReport
 
-__all__ = ["PairResult", "pair_results", "first_divergent_call"]
+__all__ = ["PairResult", "pair_results", "first_divergent_call", "seen_part"]
 
 
 @dataclass
@@ -164,7 +164,7 @@ def pair_results(
     """
     ok = [i for i, r in enumerate(results) if r.trace.status == "ok" and r.baseline.status == "ok"]
     everything: list[Trace] = [t for i in ok for t in (results[i].baseline, results[i].trace)]
-    full = infer_graph(everything, _seen_part(graph, everything))[0] if everything else (graph or PipelineGraph())
+    full = infer_graph(everything, seen_part(graph, everything))[0] if everything else (graph or PipelineGraph())
     out = [_empty(r) for r in results]
     if not ok:
         return out
@@ -190,7 +190,7 @@ def pair_results(
     return out
 
 
-def _seen_part(graph: PipelineGraph | None, traces: list[Trace]) -> PipelineGraph | None:
+def seen_part(graph: PipelineGraph | None, traces: Sequence[Trace]) -> PipelineGraph | None:
     """The part of ``graph`` about nodes that ran in ``traces`` (a perturbation
     campaign often touches only some of a pipeline's nodes)."""
     if graph is None:
