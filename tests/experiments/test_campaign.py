@@ -50,7 +50,7 @@ llm:
   params: {{temperature: 0, seed: 42}}
 baseline: {baseline}
 graph: {demo}/graph.yaml
-select: {{mode: sample, n: 12, seed: 3}}
+select: {{mode: sample, n: 8, seed: 3}}
 perturbations:
   - id: cs-override
     node: context_sufficiency
@@ -130,9 +130,9 @@ def test_jobs_expand_variants_ladders_traces_and_repeats(tmp_path: Path, baselin
     per = {}
     for job in jobs:
         per.setdefault(job.job_id.split("/")[0], []).append(job)
-    assert len(per["cs-override"]) == 12 * 2  # 12 sampled traces x 2 repeats
-    assert len(per["rewriter-swap"]) == 2 * 12 * 2  # 2 variants
-    assert len(per["fragments-drop"]) <= 2 * 12 * 2 and {steps[j.job_id] for j in per["fragments-drop"]} == {0, 1}
+    assert len(per["cs-override"]) == 8 * 2  # 8 sampled traces x 2 repeats
+    assert len(per["rewriter-swap"]) == 2 * 8 * 2  # 2 variants
+    assert len(per["fragments-drop"]) <= 2 * 8 * 2 and {steps[j.job_id] for j in per["fragments-drop"]} == {0, 1}
     assert len({j.job_id for j in jobs}) == len(jobs) and [j.seq for j in jobs] == list(range(len(jobs)))
     assert {j.perturbation_id for j in per["rewriter-swap"]} == {"rewriter-swap#0", "rewriter-swap#1"}
     again, _, _ = expand_jobs(spec, traces)
@@ -153,7 +153,7 @@ def test_run_folder_holds_everything(reference: Path) -> None:
     ids = {p["id"] for p in campaign["perturbations"]}
     assert ids == {"cs-override", "rewriter-swap", "fragments-drop"}
     cs = next(p for p in campaign["perturbations"] if p["id"] == "cs-override")
-    assert cs["pairs"] == cs["effective"] + cs["noop"] == 24
+    assert cs["pairs"] == cs["effective"] + cs["noop"] == 16
     report = (reference / "report.md").read_text()
     assert "cs-override" in report and "fragments-drop" in report
 
@@ -185,11 +185,11 @@ def _run_killed(spec: Path, out: Path, after: int) -> None:
 def test_sigkill_then_resume_equals_an_uninterrupted_run(baseline: Path, reference: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path, baseline, "run")
     out = tmp_path / "run"
-    _run_killed(spec, out, after=15)
+    _run_killed(spec, out, after=10)
     with sqlite3.connect(str(out / "ledger.sqlite")) as db:
         kept = db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
     total = len(_pairs(reference))
-    assert 15 <= kept < total
+    assert 10 <= kept < total
     refused = subprocess.run(_cli("run", str(spec), "--quiet"), capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "--resume" in refused.stderr
     resumed = subprocess.run(_cli("run", str(spec), "--resume", "--quiet"), capture_output=True, text=True, timeout=600)
@@ -244,7 +244,7 @@ CLUSTER = textwrap.dedent("""
 def test_a_campaign_spreads_over_a_two_node_ray_cluster(baseline: Path, tmp_path: Path) -> None:
     pytest.importorskip("ray")
     spec = _spec(tmp_path, baseline, "cluster", executor="ray")
-    text = spec.read_text().replace("select: {mode: sample, n: 12, seed: 3}", "select: {mode: sample, n: 6, seed: 3}")
+    text = spec.read_text().replace("select: {mode: sample, n: 8, seed: 3}", "select: {mode: sample, n: 4, seed: 3}")
     spec.write_text(text.replace("batch_size: 4", "batch_size: 2"))
     script = tmp_path / "cluster.py"
     script.write_text(CLUSTER)
