@@ -490,6 +490,7 @@ class ReplayBuilder(TraceBuilder):
         by_path = {c.call_path: c for c in trace.calls}
         matched_paths = {replayed_path[id(r)] for r in self._claimed.values()}
         alias = {replayed_path[id(r)]: self._by_id[cid] for cid, r in self._claimed.items()}
+        calls_by_id = {c.call_id: c for c in trace.calls}
         strict = self.mode.all_frozen
         found: list[tuple[int, Divergence]] = []
 
@@ -508,7 +509,7 @@ class ReplayBuilder(TraceBuilder):
                 found.append((i, Divergence("missing", call.node, call.occurrence, call.call_path)))
                 continue
             replayed = by_path[replayed_path[id(record)]]
-            if replayed.input_hash != call.input_hash and self._parents_reproduced(replayed, trace):
+            if replayed.input_hash != call.input_hash and _parents_reproduced(replayed, calls_by_id, alias):
                 found.append((i, Divergence(
                     "inputs", call.node, call.occurrence, call.call_path,
                     call_diff(call, self.baseline, replayed, trace, alias),
@@ -537,16 +538,16 @@ class ReplayBuilder(TraceBuilder):
         found.sort(key=lambda item: item[0])
         return [d for _, d in found]
 
-    def _parents_reproduced(self, replayed: NodeCall, trace: Trace) -> bool:
-        """Every parent of a replayed call gave its recorded output."""
-        paths = {c.call_id: c.call_path for c in trace.calls}
-        outputs = {c.call_id: c.output for c in trace.calls}
-        recorded_at = {r.call_path: self._by_id[cid] for cid, r in self._claimed.items()}
-        for pid in replayed.parents:
-            recorded = recorded_at.get(paths[pid])
-            if recorded is None or canonical_json(recorded.output) != canonical_json(outputs[pid]):
-                return False
-        return True
+
+
+def _parents_reproduced(replayed: NodeCall, calls: dict[str, NodeCall], alias: dict[str, NodeCall]) -> bool:
+    """Every parent of a replayed call gave the output of the recorded call it was
+    matched to (``alias``: replayed call path -> recorded call)."""
+    for pid in replayed.parents:
+        recorded = alias.get(calls[pid].call_path)
+        if recorded is None or canonical_json(recorded.output) != canonical_json(calls[pid].output):
+            return False
+    return True
 
 
 def _find_target(trace: Trace, target: Target) -> NodeCall:
