@@ -539,7 +539,6 @@ class ReplayBuilder(TraceBuilder):
         return [d for _, d in found]
 
 
-
 def _parents_reproduced(replayed: NodeCall, calls: dict[str, NodeCall], alias: dict[str, NodeCall]) -> bool:
     """Every parent of a replayed call gave the output of the recorded call it was
     matched to (``alias``: replayed call path -> recorded call)."""
