@@ -51,8 +51,24 @@ Choices QUIVER.md leaves open, made here:
   construction, as the observational beta); ``value`` has no interval (a bootstrap of
   the whole bin search would nest two bootstraps): the bins' rates and excesses, the
   IQR and ``upper_bound`` say how firm it is.
-* **Control rate.** The no-op stratum of the same perturbation when it has ok pairs,
-  else the rate over every pair of the observational table.
+* **Control rate, matched by input.** A bin's rate is compared with the noise of *its
+  own inputs*: for each effective pair the reference is the observational rate of the
+  same event over the same-input pairs of its baseline input (``o_g``), and the bin's
+  excess is the bootstrap mean of ``event_i - o_g(i)`` over its pairs whose input has
+  observational pairs (a paired, input-matched difference: both terms are resampled
+  with the same input groups, so the input mix of the bin cancels). ``control_rate`` of
+  a bin is the mean of ``o_g(i)``, ``control_n`` its matched pairs. Why not the no-op
+  stratum, as §7 first suggests: which pairs a continuous operator leaves unchanged
+  depends on the input (a prompt swap changes nothing for a small-talk message with an
+  empty rewrite), so the no-op stratum is a different kind of input from the effective
+  bins, with a different noise (measured on support_bot: no-op D_shape 0.03-0.09
+  against 0.12-0.21 in effective bins below the threshold), and an unmatched control
+  lets the noise of the bins' own inputs pass for an effect. The observational noise
+  resamples the whole pipeline, upstream of the target as well, so where upstream nodes
+  are noisy it is an upper bound of a replay's downstream noise and the test is
+  conservative. Inputs without observational pairs (a baseline of one repeat) have no
+  reference; when no pair of a bin has one, the bin falls back to the perturbation's
+  no-op stratum, else the observational rate over every pair (``control`` says which).
 * **Negative control.** Per downstream node present in the observational table, the
   one-sided permutation test of §13 against the observational same-input distances *of
   the inputs the no-op pairs came from* (all observational pairs when none of those
@@ -281,13 +297,30 @@ class _Control:
     rate: Estimate
 
 
+MATCHED = "observational, same inputs"
+"""``control`` of a beta when its bins are compared with the noise of their own inputs."""
+
+
 def _control(cols: _Columns, boot: GroupBootstrap, event: Event, obs_rate: Estimate) -> _Control:
+    """The perturbation-wide control: for bins none of whose inputs has observational pairs."""
     noop = cols.stratum == "noop"
     if noop.any():
         return _Control("noop", boot.rate(cols.event(event), noop))
     if obs_rate.value is not None:
         return _Control("observational", obs_rate)
     return _Control(None, Estimate.empty())
+
+
+def _input_noise(cols: _Columns, table: PairTable, event: Event) -> np.ndarray:
+    """Per pair of ``cols``, the observational rate of ``event`` over its input's same-input pairs (NaN: none)."""
+    fired = (np.asarray(table.d_shape, dtype=bool) if event == "D_shape"
+             else np.asarray(table.d_iter) > 0).astype(np.float64)
+    group = np.asarray(table.group, dtype=np.int64)
+    n = np.bincount(group, minlength=len(table.groups)).astype(np.float64)
+    k = np.bincount(group, weights=fired, minlength=len(table.groups))
+    rate = {name: k[i] / n[i] for i, name in enumerate(table.groups) if n[i] > 0}
+    by_group = np.array([rate.get(g, np.nan) for g in cols.groups], dtype=np.float64)
+    return by_group[cols.group] if cols.group.size else np.zeros(0)
 
 
 def _quantile_bins(magnitude: np.ndarray) -> list[np.ndarray]:
@@ -317,30 +350,41 @@ def _ladder_bins(step: np.ndarray, magnitude: np.ndarray) -> list[tuple[int, np.
     return sorted(bins, key=lambda b: (float(np.median(magnitude[b[1]])), b[0]))
 
 
-def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate) -> dict[str, Any]:
+def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate,
+          table: PairTable) -> dict[str, Any]:
     """Interventional beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3)."""
     eff = np.flatnonzero((cols.stratum == "effective") & np.isfinite(cols.magnitude))
     mag, fired = cols.magnitude[eff], cols.event(event)[eff]
-    control = _control(cols, boot, event, obs_rate)
-    raw_min = group_minimum(cols.magnitude, _mask(len(cols.group), eff[fired]), boot)
+    noise = _input_noise(cols, table, event)
+    fallback = _control(cols, boot, event, obs_rate)
+    matched = eff[np.isfinite(noise[eff])]
+    size = len(cols.group)
+    if matched.size:
+        source: str | None = MATCHED
+        overall = boot.mean(noise, _mask(size, matched))
+    else:
+        source, overall = fallback.source, fallback.rate
+    raw_min = group_minimum(cols.magnitude, _mask(size, eff[fired]), boot)
     out: dict[str, Any] = {
         "value": None, "reason": None, **raw_min.as_dict("raw_min"), "n": int(eff.size), "n_events": int(fired.sum()),
         "iqr": [_round(float(q)) for q in np.percentile(mag[fired], [25, 75])] if fired.any() else None,
         "max_non_bifurcating": _round(float(mag[~fired].max())) if (~fired).any() else None,
         "upper_bound": None, "n_below": None, "bin_rule": "ladder" if ladder else "quantile",
-        "control": control.source, **_renamed(control.rate.as_dict("control_rate")),
+        "control": source, **_renamed(overall.as_dict("control_rate")),
     }
     binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
-    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, control.rate) for i, (step, idx) in enumerate(binned)]
+    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, noise, fallback)
+                   for i, (step, idx) in enumerate(binned)]
     first = next((i for i, b in enumerate(out["bins"]) if b["qualifies"]), None)
     if eff.size == 0:
         out["reason"] = "no effective pair with a magnitude"
     elif not fired.any():
         out["reason"] = f"no effective pair had {event} > 0"
-    elif control.source is None:
-        out["reason"] = "no control rate: the no-op stratum is empty and the observational table has no pair"
+    elif source is None:
+        out["reason"] = ("no control rate: no input of an effective pair has observational pairs, the no-op "
+                         "stratum is empty and the observational table has no pair")
     elif first is None:
-        out["reason"] = _no_bin_reason(out["bins"], out["control_rate"])
+        out["reason"] = _no_bin_reason(out["bins"])
     else:
         idx = eff[binned[first][1]]
         value = float(cols.magnitude[idx[cols.event(event)[idx]]].min())
@@ -361,17 +405,26 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bin(i: int, step: int | None, idx: np.ndarray, cols: _Columns, boot: GroupBootstrap, event: Event,
-         control: Estimate) -> dict[str, Any]:
-    """One magnitude bin: its event rate and its excess over the control rate."""
+         noise: np.ndarray, fallback: _Control) -> dict[str, Any]:
+    """One magnitude bin: its event rate and its excess over the control (module docstring)."""
     fired = cols.event(event)
-    rate = boot.rate(fired, _mask(len(cols.group), idx))
-    excess = _difference(rate, control)
-    qualifies = (rate.value is not None and control.value is not None and rate.value > control.value
-                 and excess.ci is not None and excess.ci[0] > 0)
+    size = len(cols.group)
+    rate = boot.rate(fired, _mask(size, idx))
+    matched = idx[np.isfinite(noise[idx])]
+    if matched.size:
+        source: str | None = MATCHED
+        control = boot.mean(noise, _mask(size, matched))
+        excess = boot.mean(fired.astype(np.float64) - np.nan_to_num(noise), _mask(size, matched))
+    else:
+        source, control = fallback.source, fallback.rate
+        excess = _difference(rate, control)
+    # above 0 beyond round-off: an excess of exactly 0 can come out as 1e-17
+    qualifies = (excess.value is not None and excess.value > _TIE and excess.ci is not None and excess.ci[0] > _TIE)
     mags = cols.magnitude[idx]
     return {
         "bin": i, "step": step, "lo": _round(float(mags.min())), "hi": _round(float(mags.max())),
         "n": int(idx.size), "n_events": int(fired[idx].sum()), **rate.as_dict("rate"),
+        "control": source, **_renamed(control.as_dict("control_rate")),
         **excess.as_dict("excess"), "qualifies": bool(qualifies),
     }
 
@@ -384,13 +437,13 @@ def _difference(a: Estimate, b: Estimate) -> Estimate:
     return Estimate(a.value - b.value, _percentile(draws), a.n, draws)
 
 
-def _no_bin_reason(bins: list[dict[str, Any]], control: float | None) -> str:
+def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
     best = max(bins, key=lambda b: -np.inf if b["excess"] is None else b["excess"])
     ci = best["excess_ci"] or [None, None]
     return (
-        f"no magnitude bin's rate exceeds the control rate ({control}) with the 95% interval of the excess "
-        f"above 0; the largest excess is {best['excess']} [{ci[0]}, {ci[1]}] in bin {best['bin']} "
-        f"(magnitudes {best['lo']}-{best['hi']}, n = {best['n']})"
+        "no magnitude bin's rate exceeds its control rate with the 95% interval of the excess above 0; the "
+        f"largest excess is {best['excess']} [{ci[0]}, {ci[1]}] in bin {best['bin']} (magnitudes "
+        f"{best['lo']}-{best['hi']}, n = {best['n']}, control {best['control_rate']})"
     )
 
 
@@ -557,8 +610,8 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph
         "strata": {s: _stratum(cols, s, nodes, boot) for s in STRATA},
         "negative_control": _negative_control(p["id"], cols, nodes, table, permutations=permutations,
                                               alpha=alpha, seed=seed),
-        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"]),
-        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"]),
+        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table),
+        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table),
     }
 
 

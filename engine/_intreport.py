@@ -188,10 +188,12 @@ def _bins(p: Mapping[str, Any], key: str, label: str) -> list[str]:
         return []
     rows = [[str(x.get("bin")), DASH if x.get("step") is None else str(x.get("step")),
              f"{fmt(x.get('lo'))}–{fmt(x.get('hi'))}", fmt_n(x.get("n")), fmt_n(x.get("n_events")),
-             fmt_est(x, "rate"), fmt_est(x, "excess", signed=True), _yes_no(x.get("qualifies"))] for x in bins]
-    headers = ["bin", "step", "magnitudes", "n", "events", "rate [95% CI]", "minus control [95% CI]", "qualifies"]
+             fmt_est(x, "rate"), f"{fmt(x.get('control_rate'))} ({x.get('control') or DASH})",
+             fmt_est(x, "excess", signed=True), _yes_no(x.get("qualifies"))] for x in bins]
+    headers = ["bin", "step", "magnitudes", "n", "events", "rate [95% CI]", "control rate", "minus control [95% CI]",
+               "qualifies"]
     title = f"{_pid(p)} {label} bins ({b.get('bin_rule') or DASH}):"
-    return [title, ""] + _table(headers, rows, "rrlrrrrl") + [""]
+    return [title, ""] + _table(headers, rows, "rrlrrrlrl") + [""]
 
 
 def _betas(c: Mapping[str, Any]) -> list[str]:
@@ -203,7 +205,8 @@ def _betas(c: Mapping[str, Any]) -> list[str]:
                "max non-bifurcating", "upper bound", "control rate", "note"]
     lines = ["## Bifurcation thresholds", "",
              "*How to read this:* value is the smallest target change in the first magnitude bin whose path-change "
-             "(or iteration-change) rate clearly exceeds the control's; raw min is the smallest change that "
+             "(or iteration-change) rate clearly exceeds the control's (by default the observational noise of the "
+             "bin's own inputs); raw min is the smallest change that "
              "changed the path at all, noise included; an upper bound means fewer than 10 effective pairs probed "
              "below the value.", ""]
     lines += _table(headers, rows, "llrrrrrrlrl") + [""]

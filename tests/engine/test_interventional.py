@@ -152,20 +152,28 @@ def test_rows_of_an_unknown_perturbation_are_refused(corpus: Any) -> None:
 # --------------------------------------------------------------------------- betas
 
 
-def ladder_rows(pid: str, inputs: int, noise_at_step_1: bool = False) -> list[dict[str, Any]]:
+def ladder_rows(pid: str, inputs: int, noise_at_step_1: bool = False, prefix: str = "g") -> list[dict[str, Any]]:
     """Steps 1-5 at magnitude 0.1 * step; D_shape from step 3 on; a no-op stratum.
 
     With ``noise_at_step_1``, two of the step-1 pairs and one no-op pair bifurcate too: step 1's
-    rate (2 / inputs) exceeds the control's (1 / inputs), but not beyond the noise."""
+    rate (2 / inputs) exceeds the no-op rate (1 / inputs), but not beyond the noise. Inputs are
+    named ``{prefix}{i}``: ``g`` are the corpus's inputs (with observational pairs), any other
+    prefix has none."""
     rows = []
     for g in range(inputs):
         for step in range(1, 6):
             fired = step >= 3 or (noise_at_step_1 and step == 1 and g in (0, 1))
-            rows.append(row(pid, f"g{g}", "effective", round(0.1 * step, 1), step=step, shape=fired,
+            rows.append(row(pid, f"{prefix}{g}", "effective", round(0.1 * step, 1), step=step, shape=fired,
                             d={"planner": 0.1, "composer": 0.1}))
-        rows.append(row(pid, f"g{g}", "noop", 0.0, shape=noise_at_step_1 and g == 2,
+        rows.append(row(pid, f"{prefix}{g}", "noop", 0.0, shape=noise_at_step_1 and g == 2,
                         d={"planner": 0.1, "composer": 0.1}))
     return rows
+
+
+def input_rates(table: PairTable, inputs: list[str]) -> dict[str, float]:
+    """The observational D_shape rate of each input over its same-input pairs."""
+    shape = np.asarray(table.d_shape, dtype=float)
+    return {g: float(shape[[table.groups[i] == g for i in table.group]].mean()) for g in inputs}
 
 
 def test_a_ladder_that_bifurcates_from_step_3_has_its_threshold_there(corpus: Any) -> None:
@@ -175,10 +183,23 @@ def test_a_ladder_that_bifurcates_from_step_3_has_its_threshold_there(corpus: An
     assert beta["max_non_bifurcating"] == 0.2
     assert beta["n"] == 100 and beta["n_events"] == 60 and beta["iqr"] == [0.3, 0.5]
     assert beta["n_below"] == 40 and beta["upper_bound"] is False
-    assert beta["control"] == "noop" and beta["control_rate"] == 0.0 and beta["control_n"] == 20
+    # every bin is compared with the observational noise of its own 20 inputs
+    noise = input_rates(corpus[0], [f"g{g}" for g in range(20)])
+    assert beta["control"] == "observational, same inputs" and beta["control_n"] == 100
+    assert beta["control_rate"] == pytest.approx(sum(noise.values()) / 20, abs=1e-6)
     assert beta["bin_rule"] == "ladder" and [b["step"] for b in beta["bins"]] == [1, 2, 3, 4, 5]
+    assert all(b["control"] == "observational, same inputs" and b["control_n"] == 20 for b in beta["bins"])
     assert [b["qualifies"] for b in beta["bins"]] == [False, False, True, True, True]
-    assert beta["bins"][2]["excess_ci"] == [1.0, 1.0] and beta["reason"] is None
+    assert beta["bins"][2]["excess"] == pytest.approx(1 - beta["control_rate"], abs=1e-6)
+    assert beta["bins"][0]["excess"] == pytest.approx(-beta["control_rate"], abs=1e-6) and beta["reason"] is None
+
+
+def test_without_observational_pairs_the_no_op_stratum_is_the_control(corpus: Any) -> None:
+    pert = perturbation("rw-ladder", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
+    beta = estimate(corpus, [pert], ladder_rows("rw-ladder", 20, prefix="x"))["perturbations"][0]["beta_shape"]
+    assert beta["control"] == "noop" and beta["control_rate"] == 0.0 and beta["control_n"] == 20
+    assert all(b["control"] == "noop" for b in beta["bins"])
+    assert beta["value"] == 0.3 and beta["bins"][2]["excess_ci"] == [1.0, 1.0]
 
 
 def test_a_threshold_probed_by_few_pairs_below_it_is_an_upper_bound(corpus: Any) -> None:
@@ -189,21 +210,48 @@ def test_a_threshold_probed_by_few_pairs_below_it_is_an_upper_bound(corpus: Any)
 
 def test_noise_bifurcations_pull_raw_min_down_but_not_the_threshold(corpus: Any) -> None:
     pert = perturbation("rw-ladder", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
-    out = estimate(corpus, [pert], ladder_rows("rw-ladder", 20, noise_at_step_1=True))
-    beta = out["perturbations"][0]["beta_shape"]
-    assert beta["raw_min"] == 0.1  # two noise-driven bifurcations at step 1 ...
-    assert beta["value"] == 0.3  # ... are not clearly above the no-op control's own noise
-    assert beta["control_rate"] == 0.05 and beta["bins"][0]["rate"] == 0.1  # above the control ...
-    assert beta["bins"][0]["excess_ci"][0] < 0 and beta["bins"][0]["qualifies"] is False  # ... within the noise
-    assert beta["max_non_bifurcating"] == 0.2
+    for prefix in ("g", "x"):  # against the inputs' own noise, and against the no-op stratum
+        out = estimate(corpus, [pert], ladder_rows("rw-ladder", 20, noise_at_step_1=True, prefix=prefix))
+        beta = out["perturbations"][0]["beta_shape"]
+        assert beta["raw_min"] == 0.1  # two noise-driven bifurcations at step 1 ...
+        assert beta["value"] == 0.3  # ... are not clearly above the control's own noise
+        assert beta["bins"][0]["rate"] == 0.1 and beta["bins"][0]["qualifies"] is False
+        assert beta["bins"][0]["excess_ci"][0] < 0
+        assert beta["max_non_bifurcating"] == 0.2
+    assert beta["control"] == "noop" and beta["control_rate"] == 0.05  # 1 of the 20 no-op pairs
+
+
+def test_the_noise_of_other_inputs_does_not_pass_for_an_effect(corpus: Any) -> None:
+    """A no-op stratum of quiet inputs against small effective changes on noisy inputs.
+
+    The perturbation changes nothing that matters, but its no-op pairs come from the 10
+    corpus inputs whose observational D_shape rate is lowest and its effective pairs from the
+    10 noisiest, which bifurcate at their own observational rate. Against the no-op stratum
+    the smallest bin would pass for a threshold; against its own inputs' noise it does not."""
+    table, _ = corpus
+    rates = input_rates(table, [f"g{g}" for g in range(40)])
+    ranked = sorted(rates, key=lambda g: (rates[g], g))
+    quiet, noisy = ranked[:10], ranked[-10:]
+    assert max(rates[g] for g in quiet) < min(rates[g] for g in noisy)
+    rows = [row("te", g, "noop", 0.0, shape=False, d={"planner": 0.0}) for g in quiet for _ in range(3)]
+    for i, g in enumerate(noisy):
+        for r in range(6):  # fires in a share of its pairs at most its observational rate
+            fired = r < int(6 * rates[g])
+            rows.append(row("te", g, "effective", round(0.01 * (1 + (i * 6 + r) % 60), 2), shape=fired,
+                            d={"planner": 0.0}))
+    beta = estimate(corpus, [perturbation("te", op="text_edit")], rows)["perturbations"][0]["beta_shape"]
+    assert beta["control"] == "observational, same inputs" and beta["control_n"] == 60
+    assert beta["value"] is None and "no magnitude bin" in beta["reason"]
+    assert all(b["control_rate"] >= 0.3 and not b["qualifies"] for b in beta["bins"])
+    assert beta["bins"][0]["rate"] > 0.3  # the no-op stratum's rate is 0: it would have taken bin 0
 
 
 def test_quantile_bins_and_the_observational_control_without_a_ladder(corpus: Any) -> None:
     table, _ = corpus
     mags = np.round(np.arange(1, 51) * 0.01, 2)
-    rows = [row("te", f"g{i}", "effective", float(m), shape=m >= 0.31, d={"planner": 0.0}) for i, m in enumerate(mags)]
+    rows = [row("te", f"x{i}", "effective", float(m), shape=m >= 0.31, d={"planner": 0.0}) for i, m in enumerate(mags)]
     beta = estimate(corpus, [perturbation("te", op="text_edit")], rows)["perturbations"][0]["beta_shape"]
-    assert beta["control"] == "observational"
+    assert beta["control"] == "observational"  # no input with observational pairs, no no-op stratum
     assert beta["control_rate"] == pytest.approx(float(table.d_shape.mean()), abs=1e-6) and beta["control_n"] == 120
     assert beta["bin_rule"] == "quantile" and [b["n"] for b in beta["bins"]] == [10] * 5
     assert [(b["lo"], b["hi"]) for b in beta["bins"]][3] == (0.31, 0.4)
