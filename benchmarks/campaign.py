@@ -9,12 +9,14 @@ instance, ``ray.init(num_cpus=2)``), and prints, measured in this one run:
 * jobs, LLM calls made in the replay phase, latency, the effective concurrency;
 * the ideal replay time, ``LLM calls x latency / concurrency``, the actual one, and
   the efficiency ``ideal / actual`` (target: at least 0.9 for ``local`` at 64);
-* where the rest goes: the driver's time per pair (turning a replay into its pair row:
-  ``pair_results``, with the embedding model's load and encoding, and the ledger
-  commit), the replays' own time beyond their LLM calls and the replays in flight
-  (``local`` only: Ray workers are other processes), the CPU this process used, and the
-  same jobs run again at 0 ms latency: the engine's own cost per pair with no LLM wait;
-* the first lines of the errors of failed pairs, read from the run's ledger.
+* the pairing phase that follows (the replays read back from the ledger and turned into
+  pair rows, with the embedding model's load and encoding), and the efficiency of the
+  two phases together: ideal / (replay phase + pairing phase);
+* where the rest goes: the ledger commits (a separate thread, in batches), the replays'
+  own time beyond their LLM calls and the replays in flight (``local`` only: Ray
+  workers are other processes), the CPU this process used, and the same jobs run again
+  at 0 ms latency: the engine's own cost per replay with no LLM wait;
+* the first lines of the errors of failed replays, read from the run's ledger.
 
 The perturbations: the rewriter's three prompt variants, an override each on
 signal_analysis and context_sufficiency, and a list_edit ladder (1, 2, 3, 5 fragments
@@ -23,13 +25,13 @@ about ``--replays`` jobs.
 
 How the replay phase is timed: the runner's total time also holds the baseline's
 loading and observational analysis (with the embedding model's load) and the writing of
-the results, so this benchmark times the replay phase alone from the outside, without
-editing the runner. In this process only, it wraps ``_replay_all`` of
+the results, so this benchmark times the phases from the outside, without editing the
+runner. In this process only, it wraps ``_replay_all`` of
 ``quiver.experiments._campaign`` (its wall time is the "actual" column: job expansion,
-the executor's run, and every pair committed) and, for the breakdown, the executors'
-``run`` (and the ``on_done`` callback they are given), ``pair_results`` as the runner
-imported it, ``Ledger.commit``, the runner's ``EmbeddingStore`` (to read its counters)
-and, for ``local``, ``_Worker.run`` (one replay). Each wrapper only reads
+the executor's run, and every replay committed to the ledger) and ``_pair_rows`` (the
+pairing phase), and, for the breakdown, the executors' ``run``, ``pair_results`` as the
+runner imported it, ``Ledger.commit``, the runner's ``EmbeddingStore`` (to read its
+counters) and, for ``local``, ``_Worker.run`` (one replay). Each wrapper only reads
 ``time.perf_counter()`` around the original call; all are removed after each run.
 
 Each run gets a fresh embedding cache, as a campaign's new replay texts would. Ray
@@ -167,17 +169,18 @@ class Timings:
     """What the wrappers measured during one campaign run."""
 
     phase_s: float = 0.0
+    pairing_s: float = 0.0
     executor_s: float = 0.0
     cpu_s: float = 0.0
     """CPU time of this process (all its threads) during the executor's run."""
-    on_done_s: float = 0.0
-    on_done_n: int = 0
     pair_results_s: float = 0.0
     commit_s: float = 0.0
+    commits: int = 0
+    """Ledger transactions (batches of replays)."""
     replay_s: list[float] = field(default_factory=list)
     embedding: dict[str, float] = field(default_factory=dict)
     encode_calls: int = 0
-    """Calls of the embedding model by the replay phase's store (each with a batch of texts)."""
+    """Calls of the embedding model by the pairing phase's store (each with a batch of texts)."""
     torch_threads: int | None = None
 
 
@@ -198,39 +201,25 @@ def instrumented() -> Iterator[Timings]:
     lock = threading.Lock()
     stores: list[Any] = []
 
-    def replay_all(original: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                t.phase_s += time.perf_counter() - start
-        return wrapper
+    def timed(attr: str) -> Callable[[Any], Any]:
+        def make(original: Any) -> Any:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    setattr(t, attr, getattr(t, attr) + time.perf_counter() - start)
+            return wrapper
+        return make
 
     def executor_run(original: Any) -> Any:
         def wrapper(self: Any, context: Any, jobs: Any, on_done: Any, should_stop: Any) -> Any:
-            def timed_done(job_id: str, data: dict[str, Any]) -> None:
-                start = time.perf_counter()
-                try:
-                    on_done(job_id, data)
-                finally:
-                    t.on_done_s += time.perf_counter() - start
-                    t.on_done_n += 1
             start, cpu = time.perf_counter(), _cpu_s()
             try:
-                return original(self, context, jobs, timed_done, should_stop)
+                return original(self, context, jobs, on_done, should_stop)
             finally:
                 t.executor_s += time.perf_counter() - start
                 t.cpu_s += _cpu_s() - cpu
-        return wrapper
-
-    def pair_results(original: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                t.pair_results_s += time.perf_counter() - start
         return wrapper
 
     def commit(original: Any) -> Any:
@@ -240,6 +229,7 @@ def instrumented() -> Iterator[Timings]:
                 return original(self, *args, **kwargs)
             finally:
                 t.commit_s += time.perf_counter() - start
+                t.commits += 1
         return wrapper
 
     def worker_run(original: Any) -> Any:
@@ -267,8 +257,9 @@ def instrumented() -> Iterator[Timings]:
         return make
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_patched(campaign, "_replay_all", replay_all))
-        stack.enter_context(_patched(campaign, "pair_results", pair_results))
+        stack.enter_context(_patched(campaign, "_replay_all", timed("phase_s")))
+        stack.enter_context(_patched(campaign, "_pair_rows", timed("pairing_s")))
+        stack.enter_context(_patched(campaign, "pair_results", timed("pair_results_s")))
         stack.enter_context(_patched(campaign, "EmbeddingStore", store_class))
         stack.enter_context(_patched(Ledger, "commit", commit))
         stack.enter_context(_patched(_executors.LocalExecutor, "run", executor_run))
@@ -308,6 +299,11 @@ class Run:
     def efficiency(self) -> float:
         return self.ideal_s / self.t.phase_s if self.t.phase_s else 0.0
 
+    @property
+    def efficiency_with_pairing(self) -> float:
+        both = self.t.phase_s + self.t.pairing_s
+        return self.ideal_s / both if both else 0.0
+
 
 def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int, latency_ms: float, *,
             baseline: Path, repeats: int, sample: int | None) -> Run:
@@ -318,8 +314,7 @@ def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int
         result = campaign.run_campaign(spec, executor=executor, progress_stream=None)
     ledger = Ledger(result.output / "ledger.sqlite")
     try:
-        errors = Counter(str(row.get("error", "?")).splitlines()[0][:120]
-                         for row in ledger.rows() if row.get("status") == "failed")
+        errors = Counter(str(data["error"]).splitlines()[0][:120] for _, data in ledger.replays() if "error" in data)
     finally:
         ledger.close()
     return Run(executor=result.executor, latency_ms=latency_ms, concurrency=concurrency, jobs=result.jobs,
@@ -332,10 +327,11 @@ def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int
 
 def print_table(runs: list[Run]) -> None:
     print(f"{'executor':<9} {'jobs':>5} {'LLM calls':>9} {'latency':>8} {'concurrency':>11} {'ideal s':>8} "
-          f"{'actual s':>8} {'efficiency':>10}  {'(runner total s)':>16}")
+          f"{'actual s':>8} {'efficiency':>10}  {'pairing s':>9} {'with pairing':>12}  {'(runner total s)':>16}")
     for r in runs:
         print(f"{r.executor:<9} {r.jobs:>5} {r.llm_calls:>9} {r.latency_ms:>6g}ms {r.concurrency:>11} "
               f"{r.ideal_s:>8.1f} {r.t.phase_s:>8.1f} {f'{r.efficiency:.3f}' if r.latency_ms else '-':>10}  "
+              f"{r.t.pairing_s:>9.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>12}  "
               f"{r.total_s:>16.1f}")
 
 
@@ -349,17 +345,14 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
         print(f"  failed x{count}: {error}")
     print(f"  driver process CPU {t.cpu_s:.1f} s during executor.run = {t.cpu_s / max(t.executor_s, 1e-9):.2f} cores busy "
           f"on average")
-    print(f"  driver, serial in the executor's loop: on_done {t.on_done_s:.1f} s = {1000 * t.on_done_s / n:.1f} ms/pair "
-          f"= {100 * t.on_done_s / max(t.executor_s, 1e-9):.0f}% of executor.run")
+    print(f"  ledger: {t.commits} transactions ({r.done / max(t.commits, 1):.1f} replays each), "
+          f"{t.commit_s:.1f} s in a thread of its own ({1000 * t.commit_s / n:.1f} ms/replay)")
     embedded, calls = emb.get("embedded", 0), max(t.encode_calls, 1)
-    print(f"    pair_results {t.pair_results_s:.1f} s ({1000 * t.pair_results_s / n:.1f} ms/pair), of which "
-          f"embedding model load {emb.get('load_seconds', 0):.1f} s, encoding {emb.get('encode_seconds', 0):.1f} s: "
-          f"{embedded:.0f} texts embedded ({emb.get('cache_hits', 0):.0f} from cache) in {t.encode_calls} model calls, "
-          f"{embedded / calls:.1f} texts and {1000 * emb.get('encode_seconds', 0) / calls:.0f} ms per call "
-          f"(torch threads: {t.torch_threads})")
-    print(f"    ledger commit {t.commit_s:.1f} s ({1000 * t.commit_s / n:.1f} ms/pair); "
-          f"the rest of on_done {t.on_done_s - t.pair_results_s - t.commit_s:.1f} s "
-          f"({1000 * (t.on_done_s - t.pair_results_s - t.commit_s) / n:.1f} ms/pair)")
+    print(f"  pairing phase {t.pairing_s:.1f} s ({1000 * t.pairing_s / n:.1f} ms/pair): pair_results "
+          f"{t.pair_results_s:.1f} s, of which embedding model load {emb.get('load_seconds', 0):.1f} s, encoding "
+          f"{emb.get('encode_seconds', 0):.1f} s: {embedded:.0f} texts embedded ({emb.get('cache_hits', 0):.0f} from "
+          f"cache) in {t.encode_calls} model calls, {embedded / calls:.1f} texts and "
+          f"{1000 * emb.get('encode_seconds', 0) / calls:.0f} ms per call (torch threads: {t.torch_threads})")
     if t.replay_s:
         floor = r.llm_calls * r.latency_ms / 1000
         busy = sum(t.replay_s)
@@ -368,14 +361,15 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
               f"{busy / max(t.executor_s, 1e-9):.1f} replays in flight on average of {r.concurrency}")
     if zero is not None:
         z, zn = zero.t, max(zero.done, 1)
-        print(f"  the same jobs at 0 ms (no LLM wait; the replays then compete with the driver for the CPU): "
-              f"replay phase {z.phase_s:.1f} s = {1000 * z.phase_s / zn:.1f} ms/pair; driver on_done {1000 * z.on_done_s / zn:.1f} ms/pair (pair_results {1000 * z.pair_results_s / zn:.1f}, "
-              f"encoding {z.embedding.get('encode_seconds', 0):.1f} s for {z.embedding.get('embedded', 0):.0f} texts, "
-              f"commit {1000 * z.commit_s / zn:.1f}); driver process {z.cpu_s / max(z.executor_s, 1e-9):.2f} cores busy"
+        print(f"  the same jobs at 0 ms (no LLM wait: the engine's own cost): replay phase {z.phase_s:.1f} s = "
+              f"{1000 * z.phase_s / zn:.1f} ms/replay, {zn / max(z.phase_s, 1e-9):.1f} replays/s; ledger "
+              f"{1000 * z.commit_s / zn:.1f} ms/replay in {z.commits} transactions; driver process "
+              f"{z.cpu_s / max(z.executor_s, 1e-9):.2f} cores busy"
               + (f"; replays {1000 * sum(z.replay_s) / len(z.replay_s):.0f} ms each, "
                  f"{sum(z.replay_s) / max(z.executor_s, 1e-9):.1f} in flight" if z.replay_s else ""))
-    bounds = {"the ideal (LLM calls x latency / concurrency)": r.ideal_s,
-              "the driver's on_done (serial in the executor's loop)": t.on_done_s}
+    bounds = {"the ideal (LLM calls x latency / concurrency)": r.ideal_s}
+    if zero is not None:
+        bounds["the same jobs at 0 ms (the engine's own cost)"] = zero.t.phase_s
     print("  lower bounds on the replay phase: " + "; ".join(f"{k} {v:.1f} s" for k, v in bounds.items()))
     if r.efficiency < 0.9:
         worst = max(bounds, key=bounds.__getitem__)

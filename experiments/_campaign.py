@@ -6,13 +6,17 @@
 3. Jobs: every perturbation's parameter sets (prompt variants x ladder steps) x the
    selected traces where its target call ran x the replay repeats, each with its job
    id and sample keys fixed up front (seed, trace, perturbation step, repeat).
-4. Replays on the executor (local threads or Ray); finished replays are turned into
-   pair rows on the driver in job order and committed to the ledger
-   (``ledger.sqlite``) one by one, so a killed campaign resumes (``--resume``) with no
-   pair lost or repeated (replays finished out of order and not yet committed are
-   simply run again).
-5. ``pairs.jsonl`` (job order), ``replays.jsonl`` (the perturbed traces),
-   ``campaign.json`` (the interventional estimates), ``report.md`` and ``summary.json``.
+4. Replays on the executor (local threads or Ray). Each finished replay is committed
+   to the ledger (``ledger.sqlite``) by a separate thread, in batches, while the
+   executor goes on submitting: a killed campaign resumes (``--resume``) with no
+   replay lost or repeated (those in flight or waiting for their batch are simply run
+   again).
+5. Pairs, once every job is in the ledger: the replays are read back in job order and
+   turned into pair rows ``PAIR_CHUNK`` at a time (one embedding pass over each
+   chunk's new texts), so every executor and every resumed run gets the same batches
+   and the same numbers. Then ``pairs.jsonl`` (job order), ``replays.jsonl`` (the
+   perturbed traces), ``campaign.json`` (the interventional estimates), ``report.md``
+   and ``summary.json``.
 
 Exit codes: 0 done; 1 done with problems (failed or diverged pairs, a failed negative
 control) or stopped by the budget; 2 could not run.
@@ -23,11 +27,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import random
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -301,7 +307,7 @@ def run_campaign(
             result = _replay_all(spec, base_dir, out, client, traces, profile.graph, ledger, run_id,
                                  _executor(spec, executor, address), redactor, progress_stream)
             if result.complete:
-                _write_results(spec, out, ledger, profile, result)
+                _write_results(spec, out, ledger, profile, result, traces, progress_stream)
     finally:
         ledger.close()
     result.seconds = round(time.perf_counter() - t0, 3)
@@ -309,15 +315,70 @@ def run_campaign(
     return result
 
 
+PAIR_CHUNK = 256
+"""Replays turned into pair rows per ``pair_results`` call (one embedding pass over
+their new texts), in job order: the same batches on every executor and after a resume."""
+
+
+class _Committer(threading.Thread):
+    """Commits finished replays to the ledger in batches, off the executor's loop.
+
+    The executor hands a finished replay to :meth:`put` and goes straight back to
+    submitting work; this thread redacts whatever has arrived, writes it in one
+    transaction and then reports each replay to ``on_committed``. An error here stops
+    the campaign (``failed``) and is raised again by :meth:`close`.
+    """
+
+    def __init__(self, ledger: Ledger, redactor: Redactor, seq: dict[str, int],
+                 on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512) -> None:
+        super().__init__(name="quiver-ledger", daemon=True)
+        self.ledger, self.redactor, self.seq = ledger, redactor, seq
+        self.on_committed, self.max_batch = on_committed, max_batch
+        self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self.error: BaseException | None = None
+
+    def put(self, job_id: str, data: dict[str, Any]) -> None:
+        self.queue.put((job_id, data))
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def run(self) -> None:
+        stop = False
+        while not stop:
+            batch = [self.queue.get()]
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = None in batch
+            items = [(job_id, self.seq[job_id], self.redactor.data(data)) for job_id, data in
+                     (b for b in batch if b is not None)]
+            if self.error is not None:
+                continue
+            try:
+                self.ledger.commit(items)
+                for job_id, _, data in items:
+                    self.on_committed(job_id, data)
+            except BaseException as exc:  # reported by close()
+                self.error = exc
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.join()
+        if self.error is not None:
+            raise QuiverError(f"the campaign ledger could not be written: {self.error}") from self.error
+
+
 def _replay_all(
     spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, traces: list[Trace], graph: PipelineGraph,
     ledger: Ledger, run_id: str, executor: Executor, redactor: Redactor, stream: TextIO | None,
 ) -> CampaignResult:
-    jobs, steps, left_out = expand_jobs(spec, traces)
+    jobs, _, left_out = expand_jobs(spec, traces)
     done = ledger.done()
     todo = [j for j in jobs if j.job_id not in done]
-    by_id = {t.trace_id: t for t in traces}
-    jobs_by_id = {j.job_id: j for j in jobs}
     mode = ReplayMode(
         frozen=tuple(spec.replay.frozen), live_nodes=tuple(spec.replay.live_nodes),
         frozen_nodes=tuple(spec.replay.frozen_nodes), downstream=spec.replay.downstream,
@@ -332,12 +393,8 @@ def _replay_all(
     result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
                             executor=executor.name)
     tokens = [0]
-    progress = Progress("pairs", len(jobs), stream=stream)
+    progress = Progress("replays", len(jobs), stream=stream)
     progress.advance(result.resumed)
-    store = EmbeddingStore(
-        _embedder(spec.analysis.embedder),
-        Path(spec.analysis.cache_dir) if spec.analysis.cache_dir else default_cache_dir(),
-    )
 
     def over_budget() -> bool:
         budget = spec.budget
@@ -347,53 +404,30 @@ def _replay_all(
         result.stopped_by_budget = result.stopped_by_budget or hit
         return hit
 
-    def commit(job_id: str, data: dict[str, Any]) -> None:
-        job = jobs_by_id[job_id]
-        baseline = by_id[job.trace["trace_id"]]
+    def committed(job_id: str, data: dict[str, Any]) -> None:
         retried = 0
         if "error" in data:
-            row = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
-                   "trace_id": baseline.trace_id, "input_id": baseline.input_id, "repeat": job.repeat,
-                   "step": steps[job_id], "status": "failed", "node": job.node, "op": job.op,
-                   "params": job.params, "error": data["error"]}
-            ledger.commit(job_id, job.seq, redactor.data(row), None)
             status = "failed"
         else:
-            replay = ReplayResult.from_json(data, baseline)
-            [pair] = pair_results([replay], graph, epsilon=spec.analysis.epsilon, store=store)
-            row = {**pair.to_json(traces=False), "job_id": job_id, "step": steps[job_id],
-                   "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
-                   "retries": replay.retries}
-            trace = redactor.data(replay.trace.model_dump(mode="json"))
-            ledger.commit(job_id, job.seq, redactor.data(row), trace)
-            status = pair.status
-            result.llm_calls += replay.total_llm_calls
-            result.retries.update(replay.retries)
-            retried = sum(replay.retries.values())
-            tokens[0] += replay.llm_tokens
+            status = "diverged" if data.get("divergences") else "ok"
+            calls = sum((data.get("llm_calls") or {}).values())
+            result.llm_calls += calls
+            result.retries.update(data.get("retries") or {})
+            retried = sum((data.get("retries") or {}).values())
+            tokens[0] += int(data.get("llm_tokens") or 0)
         result.status[status] += 1
         result.done += 1
         progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
-    # Pairs are computed and committed in job order, whatever order the executor
-    # finishes them in: the embedding model then sees the same batches of new texts on
-    # every executor and after a resume, so the distances agree to the last digit.
-    order = [j.job_id for j in todo]
-    waiting: dict[str, dict[str, Any]] = {}
-    position = [0]
-
-    def on_done(job_id: str, data: dict[str, Any]) -> None:
-        waiting[job_id] = data
-        while position[0] < len(order) and order[position[0]] in waiting:
-            next_id = order[position[0]]
-            commit(next_id, waiting.pop(next_id))
-            position[0] += 1
-
+    committer = _Committer(ledger, redactor, {j.job_id: j.seq for j in jobs}, committed)
+    committer.start()
     try:
-        executor.run(context, todo, on_done, over_budget)
+        executor.run(context, todo, committer.put, lambda: committer.failed or over_budget())
     finally:
-        progress.close()
-        store.close()
+        try:
+            committer.close()
+        finally:
+            progress.close()
     if isinstance(executor, RayExecutor):
         result.ray_nodes = len(executor.nodes)
     left = {k: v for k, v in left_out.items() if v}
@@ -402,15 +436,67 @@ def _replay_all(
     return result
 
 
-def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, result: CampaignResult) -> None:
+def _pair_rows(spec: CampaignSpec, out: Path, ledger: Ledger, traces: list[Trace], graph: PipelineGraph,
+               stream: TextIO | None) -> list[dict[str, Any]]:
+    """Every job's pair row, in job order, from the ledger; writes ``replays.jsonl`` on the way."""
+    jobs, steps, _ = expand_jobs(spec, traces)
+    jobs_by_id = {j.job_id: j for j in jobs}
+    by_id = {t.trace_id: t for t in traces}
+    store = EmbeddingStore(
+        _embedder(spec.analysis.embedder),
+        Path(spec.analysis.cache_dir) if spec.analysis.cache_dir else default_cache_dir(),
+    )
+    progress = Progress("pairs", len(jobs), stream=stream)
+    rows: list[dict[str, Any]] = []
+
+    def pair_chunk(chunk: list[tuple[str, dict[str, Any]]], writer: TraceWriter) -> None:
+        replays = [(job_id, ReplayResult.from_json(data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
+                   for job_id, data in chunk if "error" not in data]
+        pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
+        replayed = dict(replays)
+        for job_id, data in chunk:
+            job = jobs_by_id[job_id]
+            common = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
+                      "step": steps[job_id]}
+            if "error" in data:
+                baseline = by_id[job.trace["trace_id"]]
+                rows.append({**common, "trace_id": baseline.trace_id, "input_id": baseline.input_id,
+                             "repeat": job.repeat, "status": "failed", "node": job.node, "op": job.op,
+                             "params": job.params, "error": data["error"]})
+                continue
+            pair = next(pairs)
+            rows.append({**pair.to_json(traces=False), **common, "retries": replayed[job_id].retries})
+            writer.write(replayed[job_id].trace)
+        progress.advance(len(chunk), failed=sum("error" in d for _, d in chunk))
+
+    try:
+        with TraceWriter(out / "replays.jsonl.tmp") as writer:
+            chunk: list[tuple[str, dict[str, Any]]] = []
+            for item in ledger.replays():
+                if item[0] not in jobs_by_id:
+                    raise QuiverError(
+                        f"{ledger.path} holds job {item[0]!r}, which this spec does not make; "
+                        "was the spec edited since the campaign started? Run it into a new output folder"
+                    )
+                chunk.append(item)
+                if len(chunk) == PAIR_CHUNK:
+                    pair_chunk(chunk, writer)
+                    chunk = []
+            if chunk:
+                pair_chunk(chunk, writer)
+    finally:
+        progress.close()
+        store.close()
+    os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
+    return rows
+
+
+def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, result: CampaignResult,
+                   traces: list[Trace], stream: TextIO | None) -> None:
     from quiver import campaign_estimates, interventional_report
 
-    rows = ledger.rows()
+    rows = _pair_rows(spec, out, ledger, traces, profile.graph, stream)
     _write_jsonl(out / "pairs.jsonl", rows)
-    with TraceWriter(out / "replays.jsonl.tmp") as writer:
-        for trace in ledger.traces():
-            writer.write(Trace.model_validate(trace))
-    os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
     perturbations = [p.model_dump(mode="json") for p in spec.perturbations]
     estimates = campaign_estimates(
         perturbations, rows, profile.table, profile.to_json(), profile.graph, epsilon=spec.analysis.epsilon,

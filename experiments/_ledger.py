@@ -1,11 +1,17 @@
-"""The campaign ledger: every finished pair, committed durably the moment it is done.
+"""The campaign ledger: every finished replay, committed durably soon after it is done.
 
 A SQLite database in the run folder (WAL journal, ``synchronous=FULL``): one row per job
-id, written in one transaction with the pair row and the perturbed trace. A campaign
-killed at any instant (SIGKILL included) loses at most the pairs still in flight;
+id holding the job's replay result (the perturbed trace, the target report, the LLM
+calls and retries; or the error of a replay that failed), redacted. Finished replays are
+committed in batches, one transaction each: a campaign killed at any instant (SIGKILL
+included) loses at most the replays still in flight or waiting for their batch;
 ``quiver run SPEC --resume`` reads the ledger, skips every job it holds and runs the
-rest, so no pair is lost and none is computed twice. The job id is the primary key: a
-second write of the same job is refused, never duplicated.
+rest, so no replay is lost and none is run twice. The job id is the primary key: a
+second write of the same job is ignored, never duplicated.
+
+Pair rows (distances, strata, divergence indicators) are not stored: they are a pure
+function of the baseline, the replay and the embedding model, computed from the ledger
+once every job is in it (see :mod:`quiver.experiments._campaign`).
 """
 
 from __future__ import annotations
@@ -13,28 +19,33 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from quiver._errors import QuiverError
 
 __all__ = ["Ledger"]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS pairs (
+CREATE TABLE IF NOT EXISTS replays (
     job_id TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
-    row TEXT NOT NULL,
-    trace TEXT
+    data TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
 class Ledger:
-    """Durable storage of finished pairs, keyed by job id.
+    """Durable storage of finished replays, keyed by job id.
 
     Args:
         path: The database file (created with its folder if missing).
+
+    Raises:
+        QuiverError: The file is a ledger of an older layout (a ``pairs`` table), which
+            this version cannot resume.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -44,43 +55,58 @@ class Ledger:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "pairs" in tables and "replays" not in tables:
+            self._db.close()
+            raise QuiverError(
+                f"{self.path} is a campaign ledger of an older layout (pair rows, not replays); "
+                "run the campaign into a new output folder"
+            )
         self._db.executescript(_SCHEMA)
 
     def done(self) -> set[str]:
         """The job ids already committed."""
         with self._lock:
-            return {r[0] for r in self._db.execute("SELECT job_id FROM pairs")}
+            return {r[0] for r in self._db.execute("SELECT job_id FROM replays")}
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
 
-    def commit(self, job_id: str, seq: int, row: dict[str, Any], trace: dict[str, Any] | None) -> bool:
-        """Write one finished pair; False (and nothing written) when the job is there already."""
+    def commit(self, items: Sequence[tuple[str, int, dict[str, Any]]]) -> int:
+        """Write finished replays ``(job_id, seq, data)`` in one transaction.
+
+        Returns:
+            How many were new (a job already in the ledger is left as it is).
+        """
+        if not items:
+            return 0
+        encoded = [(job_id, seq, json.dumps(data, sort_keys=True)) for job_id, seq, data in items]
         with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(
-                    "INSERT INTO pairs (job_id, seq, row, trace) VALUES (?, ?, ?, ?)",
-                    (job_id, seq, json.dumps(row, sort_keys=True), json.dumps(trace, sort_keys=True) if trace else None),
-                )
+                before = self._db.total_changes
+                self._db.executemany("INSERT OR IGNORE INTO replays (job_id, seq, data) VALUES (?, ?, ?)", encoded)
+                added = self._db.total_changes - before
                 self._db.execute("COMMIT")
-                return True
-            except sqlite3.IntegrityError:
+            except BaseException:
                 self._db.execute("ROLLBACK")
-                return False
+                raise
+        return added
 
-    def rows(self) -> list[dict[str, Any]]:
-        """Every committed pair row, in job order."""
-        with self._lock:
-            return [json.loads(r[0]) for r in self._db.execute("SELECT row FROM pairs ORDER BY seq")]
-
-    def traces(self) -> Iterator[dict[str, Any]]:
-        """Every committed perturbed trace, in job order."""
-        with self._lock:
-            found = list(self._db.execute("SELECT trace FROM pairs WHERE trace IS NOT NULL ORDER BY seq"))
-        for (text,) in found:
-            yield json.loads(text)
+    def replays(self, chunk: int = 256) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every committed ``(job_id, data)``, in job order, read ``chunk`` rows at a time."""
+        last = -1
+        while True:
+            with self._lock:
+                found = list(self._db.execute(
+                    "SELECT seq, job_id, data FROM replays WHERE seq > ? ORDER BY seq LIMIT ?", (last, chunk)
+                ))
+            if not found:
+                return
+            for seq, job_id, text in found:
+                yield job_id, json.loads(text)
+            last = found[-1][0]
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

@@ -102,13 +102,24 @@ class _Worker:
         self.mode = _replay.ReplayMode.model_validate(context.mode)
         self.graph = PipelineGraph.model_validate(context.graph) if context.graph is not None else None
         self.context = context
+        self._baselines: dict[str, Trace] = {}
+
+    def baseline(self, trace: dict[str, Any]) -> Trace:
+        """The job's baseline trace, parsed once per trace id (a trace has many jobs)."""
+        found = self._baselines.get(trace["trace_id"])
+        if found is None:
+            found = Trace.model_validate(trace)
+            if len(self._baselines) >= _BASELINES_KEPT:
+                self._baselines.clear()
+            self._baselines[found.trace_id] = found
+        return found
 
     def run(self, job: ReplayJob) -> dict[str, Any]:
         from quiver.perturbations import make_operator
 
         from ._replay import Target, replay_trace
 
-        baseline = Trace.model_validate(job.trace)
+        baseline = self.baseline(job.trace)
         try:
             result = replay_trace(
                 baseline, self.fn, target=Target(job.node, job.occurrence), operator=make_operator(job.op, job.params),
@@ -144,6 +155,9 @@ def _warm_openai_models() -> None:
     ChatCompletion.model_validate(sample)
     construct_type(type_=ChatCompletion, value=sample)
 
+
+_BASELINES_KEPT = 4096
+"""Parsed baseline traces a worker keeps (then it starts over)."""
 
 _workers: dict[str, _Worker] = {}
 _workers_lock = threading.Lock()

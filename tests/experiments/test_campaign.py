@@ -169,7 +169,7 @@ def _run_killed(spec: Path, out: Path, after: int) -> None:
             if ledger.exists():
                 try:
                     with sqlite3.connect(str(ledger)) as db:
-                        n = db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+                        n = db.execute("SELECT COUNT(*) FROM replays").fetchone()[0]
                 except sqlite3.Error:
                     n = 0
                 if n >= after:
@@ -187,7 +187,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(baseline: Path, referen
     out = tmp_path / "run"
     _run_killed(spec, out, after=10)
     with sqlite3.connect(str(out / "ledger.sqlite")) as db:
-        kept = db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+        kept = db.execute("SELECT COUNT(*) FROM replays").fetchone()[0]
     total = len(_pairs(reference))
     assert 10 <= kept < total
     refused = subprocess.run(_cli("run", str(spec), "--quiet"), capture_output=True, text=True, timeout=300)
