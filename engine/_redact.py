@@ -37,8 +37,12 @@ _API_KEY_PATTERNS = [
     r"AIza[0-9A-Za-z\-_]{35}",
     r"hf_[A-Za-z0-9]{30,}",
 ]
-_BEARER_PATTERN = r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*"
+_BEARER_PATTERN = r"\b(?i:bearer)\s+[A-Za-z0-9\-._~+/]+=*"
 _EMAIL_PATTERN = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+
+
+_SEEN_MAX = 65536
+"""Strings a :class:`Redactor` remembers the redaction of (keys and repeated values)."""
 
 
 class RedactionConfig(BaseModel):
@@ -87,18 +91,38 @@ class Redactor:
         if self.config.emails:
             rules.append(("email", _EMAIL_PATTERN))
         rules += [("pattern", p) for p in self.config.patterns]
-        self._rules = [(kind, re.compile(p)) for kind, p in rules]
+        self._rules = [(kind, re.compile(p), self._replacement(kind)) for kind, p in rules]
         self._fields = [_split_path(p) for p in self.config.fields]
+        # One search for any rule before the rules run one by one: most strings match
+        # none, and then the result is the string itself. (Should user patterns not
+        # combine, e.g. global inline flags, every string runs every rule.)
+        try:
+            self._any: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for _, p in rules)) if rules else None
+        except re.error:
+            self._any = None
+        self._seen: dict[str, str] = {}
 
     def text(self, value: str) -> str:
         """Return ``value`` with every matching span replaced."""
-        for kind, regex in self._rules:
-            value = regex.sub(self._replacement(kind), value)
-        return value
+        if not self._rules:
+            return value
+        found = self._seen.get(value)
+        if found is not None:
+            return found
+        out = value
+        if self._any is None or self._any.search(value) is not None:
+            for _, regex, replacement in self._rules:
+                out = regex.sub(replacement, out)
+        if len(self._seen) >= _SEEN_MAX:
+            self._seen.clear()
+        self._seen[value] = out
+        return out
 
     def data(self, value: Any) -> Any:
         """Return a redacted copy of JSON data (dicts, lists, strings, scalars)."""
-        return self._walk(value, ())
+        if self._fields:
+            return self._walk(value, ())
+        return self._walk_all(value)
 
     def _replacement(self, kind: str) -> str:
         return self.config.replacement.replace("{kind}", kind)
@@ -112,6 +136,16 @@ class Redactor:
             return {self.text(k): self._walk(v, (*path, k)) for k, v in value.items()}
         if isinstance(value, list):
             return [self._walk(v, (*path, str(i))) for i, v in enumerate(value)]
+        return value
+
+    def _walk_all(self, value: Any) -> Any:
+        """:meth:`_walk` without field paths to match (none configured)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k): self._walk_all(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._walk_all(v) for v in value]
         return value
 
 

@@ -330,10 +330,11 @@ class _Committer(threading.Thread):
     """
 
     def __init__(self, ledger: Ledger, redactor: Redactor, seq: dict[str, int],
-                 on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512) -> None:
+                 on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512,
+                 gather_s: float = 0.05) -> None:
         super().__init__(name="quiver-ledger", daemon=True)
         self.ledger, self.redactor, self.seq = ledger, redactor, seq
-        self.on_committed, self.max_batch = on_committed, max_batch
+        self.on_committed, self.max_batch, self.gather_s = on_committed, max_batch, gather_s
         self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self.error: BaseException | None = None
 
@@ -348,6 +349,14 @@ class _Committer(threading.Thread):
         stop = False
         while not stop:
             batch = [self.queue.get()]
+            # gather what finishes in the next moment too: fewer, larger transactions
+            # (a kill loses at most this much finished work, which a resume runs again)
+            deadline = time.monotonic() + self.gather_s
+            while len(batch) < self.max_batch and None not in batch and time.monotonic() < deadline:
+                try:
+                    batch.append(self.queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
             while len(batch) < self.max_batch:
                 try:
                     batch.append(self.queue.get_nowait())

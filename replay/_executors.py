@@ -21,13 +21,16 @@ what is in flight.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +61,11 @@ class ReplayJob:
     node: str
     occurrence: int
     op: str
+    """The operator's name; empty: the target runs live unchanged (a control replay)."""
     params: dict[str, Any]
     repeat: int
+    templates: dict[str, str] = field(default_factory=dict)
+    """Template id -> replacement in force for the whole replay (a template change deployed)."""
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,11 @@ class _Worker:
         baseline = self.baseline(job.trace)
         try:
             result = replay_trace(
-                baseline, self.fn, target=Target(job.node, job.occurrence), operator=make_operator(job.op, job.params),
+                baseline, self.fn, target=Target(job.node, job.occurrence),
+                operator=make_operator(job.op, job.params) if job.op else None,
                 perturbation_id=job.perturbation_id, repeat=job.repeat, seed=self.context.seed, mode=self.mode,
                 client=self.client, graph=self.graph, base_dir=Path(self.context.base_dir),
-                run_id=self.context.run_id,
+                run_id=self.context.run_id, templates=job.templates or None,
             )
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
@@ -202,19 +209,29 @@ class LocalExecutor(Executor):
 
     def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
         worker = _worker(context)
-        pending: dict[Future[dict[str, Any]], ReplayJob] = {}
-        queue = list(jobs)
+        # Finished replays arrive on a queue (one put per replay) rather than through
+        # concurrent.futures.wait, which registers a waiter on every pending future
+        # each time it is called: with 64 in flight that cost grows with the slots.
+        finished: queue.SimpleQueue[tuple[ReplayJob, Future[dict[str, Any]]]] = queue.SimpleQueue()
+        todo = deque(jobs)
+        running = 0
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            while queue or pending:
-                while queue and len(pending) < self.concurrency and not should_stop():
-                    job = queue.pop(0)
-                    pending[pool.submit(worker.run, job)] = job
-                if not pending:
+            while todo or running:
+                while todo and running < self.concurrency and not should_stop():
+                    job = todo.popleft()
+                    future = pool.submit(worker.run, job)
+                    future.add_done_callback(functools.partial(_report, finished, job))
+                    running += 1
+                if not running:
                     break
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    job = pending.pop(future)
-                    on_done(job.job_id, future.result())
+                job, future = finished.get()
+                running -= 1
+                on_done(job.job_id, future.result())
+
+
+def _report(finished: queue.SimpleQueue[tuple[ReplayJob, Future[dict[str, Any]]]], job: ReplayJob,
+            future: Future[dict[str, Any]]) -> None:
+    finished.put((job, future))
 
 
 def _ray_batch(context: ReplayContext, jobs: list[ReplayJob], threads: int) -> dict[str, Any]:
