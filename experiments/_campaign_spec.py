@@ -46,6 +46,7 @@ from ._spec import RecordSpec, _Spec
 
 __all__ = [
     "PerturbationSpec",
+    "GateSpec",
     "SelectSpec",
     "ReplaySpec",
     "ExecutorSpec",
@@ -175,6 +176,23 @@ class AnalysisSpec(_Spec):
     """The embedding cache (default ``~/.cache/quiver/embeddings``)."""
 
 
+class GateSpec(_Spec):
+    """The pre-deployment check of prompt changes (``quiver gate``)."""
+
+    probes: int = Field(default=50, ge=2)
+    """Baseline traces replayed per candidate: a seeded sample of the ok traces where the
+    changed node ran (all of them when there are fewer)."""
+    repeats: int = Field(default=2, ge=1)
+    """Replays per probe and arm (candidate, current template)."""
+    seed: int = 0
+    """Seed of the probe sample and of the replays' sample keys."""
+    alpha: float | None = Field(default=None, gt=0, le=1)
+    """The level of the drift budgets and impact sets (default: the first of
+    ``analysis.alphas``); it must be one the profile was computed at."""
+    output: str | None = None
+    """The gate's folder (default: ``OUTPUT/gate``, beside the campaign's run folder)."""
+
+
 class CampaignSpec(RecordSpec):
     """A perturbation campaign (``quiver run``)."""
 
@@ -196,6 +214,8 @@ class CampaignSpec(RecordSpec):
     """An optional ceiling on LLM calls or tokens."""
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     """Estimator options."""
+    gate: GateSpec = Field(default_factory=GateSpec)
+    """``quiver gate``: probes and levels of the pre-deployment check."""
     output: str = "runs/campaign"
     """The run folder (relative to the working directory)."""
 

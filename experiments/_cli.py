@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     sub.choices["run"].set_defaults(handler=_cmd_run)
 
+    from ._running import add_gate_parser
+
+    add_gate_parser(sub)
+    sub.choices["gate"].set_defaults(handler=_cmd_gate)
+
     imp = sub.add_parser(
         "import",
         help="import OpenInference / OTel GenAI / Langfuse spans as a trace corpus",
@@ -205,6 +210,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._running import run_command
 
     return run_command(args)
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from ._running import gate_command
+
+    return gate_command(args)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

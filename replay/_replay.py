@@ -50,7 +50,7 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -593,6 +593,7 @@ def replay_trace(
     graph: PipelineGraph | None = None,
     base_dir: Path | None = None,
     run_id: str = "replay",
+    templates: Mapping[str, str] | None = None,
 ) -> ReplayResult:
     """Replay one recorded trace, with ``operator`` applied at ``target`` if given.
 
@@ -612,9 +613,16 @@ def replay_trace(
         graph: Field types and categories, for operators that need them.
         base_dir: Where relative template paths of an operator resolve.
         run_id: The replay's run id.
+        templates: Template id -> replacement (a template file, relative to
+            ``base_dir``, or a registered id), in force for the whole replay: every
+            live call that renders one of these templates renders its replacement (a
+            template change deployed: the target and its later occurrences). Calls
+            served from the recording are not rendered, so what lies upstream of the
+            target is unaffected.
 
     Raises:
-        ReplayError: ``target`` is not in the trace, or an operator was given without one.
+        ReplayError: ``target`` is not in the trace, an operator was given without one,
+            or a template replacement does not exist.
     """
     if operator is not None and target is None:
         raise ReplayError(f"operator {operator.name!r} needs a target node to perturb")
@@ -625,9 +633,10 @@ def replay_trace(
         target=target, operator=operator, graph=graph, client=client, base_dir=base_dir,
     )
     t0 = time.perf_counter()
-
+    replaced = {tid: _variant(tid, ref, base_dir) for tid, ref in (templates or {}).items()}
     trace = run_traced(
-        builder, pipeline, baseline.inputs, client, log=log, response_cache=builder.mode.downstream == "cached"
+        builder, pipeline, baseline.inputs, client, log=log, response_cache=builder.mode.downstream == "cached",
+        templates=replaced,
     )
     return ReplayResult(
         baseline=baseline, trace=trace, perturbation_id=pid, repeat=repeat,

@@ -14,6 +14,7 @@ from quiver._trace import Trace
 from ._context import TraceBuilder, active_recordings, current_builder
 from ._llm import LLMClient, use_llm, use_response_cache
 from ._pipeline import call_pipeline
+from ._templates import Template, template_overrides
 
 __all__ = ["run_traced"]
 
@@ -26,8 +27,12 @@ def run_traced(
     *,
     log: logging.Logger,
     response_cache: bool = True,
+    templates: Mapping[str, Template] | None = None,
 ) -> Trace:
     """Run ``fn(**inputs)`` as ``builder``'s trace, in a fresh context.
+
+    ``templates`` replace registered templates for the whole run (a template change
+    deployed; see :func:`~quiver.replay.replay_trace`).
 
     A pipeline that raises gives a ``failed`` trace (the engine's own errors are logged
     in one line, anything else with its traceback); the run goes on.
@@ -38,7 +43,7 @@ def run_traced(
         use_response_cache(response_cache)
         if client is not None:
             use_llm(client)
-        with active_recordings:
+        with active_recordings, template_overrides(templates or {}):
             try:
                 output = call_pipeline(fn, inputs)
             except QuiverError as exc:

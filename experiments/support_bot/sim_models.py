@@ -24,6 +24,8 @@ property of the prompt, and the decision rules below say exactly when:
 * ``support-bot-planner``: the coverage of a subtask is the share of its key terms
   (the label's words, stemmed, without ``my``/``our``/``we`` and the cue words) that
   appear in the material; the threshold theta is read from the template ("at least 70%").
+  The thought (an observability field) is one sentence, or a checklist when the
+  template asks for "the thought as a checklist".
   Logits: COMPOSE ``PLAN_GAIN * (coverage - theta)``, RETRY 0, and, for a question
   about the customer's own account that an endpoint answers, EXECUTE
   ``EXECUTE_GAIN * (possessives + cue words in the label)``. So a subtask with every
@@ -418,10 +420,14 @@ def planner(req: SimRequest) -> Fields:
     cov, gaps = coverage(label, [t for _, t in frags] + list(account.values()))
     logits = action_logits(label, cov, _theta(req.system_text), account)
     refs = _best_refs(label, frags)
-    thought = (
-        f"{len(key_terms(label)) - len(gaps)} of {len(key_terms(label))} key terms of '{label}' are in "
-        f"the material" + (f"; missing: {', '.join(gaps)}." if gaps else ".")
-    )
+    terms = key_terms(label)
+    if "thought as a checklist" in req.system_text:
+        thought = "; ".join(f"[{' ' if t in gaps else 'x'}] {t}" for t in terms)
+    else:
+        thought = (
+            f"{len(terms) - len(gaps)} of {len(terms)} key terms of '{label}' are in "
+            f"the material" + (f"; missing: {', '.join(gaps)}." if gaps else ".")
+        )
     return Fields(
         action=near_ties(logits),
         task=label,
