@@ -21,7 +21,8 @@ instance, ``ray.init(num_cpus=2)``), and prints, measured in this one run:
 The perturbations: the rewriter's three prompt variants, an override each on
 signal_analysis and context_sufficiency, and a list_edit ladder (1, 2, 3, 5 fragments
 removed) on discovery; a seeded sample of traces and ``replay.repeats`` scale them to
-about ``--replays`` jobs.
+about ``--replays`` jobs. No control replays (``replay.controls: 0``): they are replays
+like the others, and would only shift the job count away from ``--replays``.
 
 How the replay phase is timed: the runner's total time also holds the baseline's
 loading and observational analysis (with the embedding model's load) and the writing of
@@ -103,7 +104,7 @@ baseline: {baseline}
 graph: {demo}/graph.yaml
 select: {select}
 perturbations:
-{perturbations}replay: {{repeats: {repeats}}}
+{perturbations}replay: {{repeats: {repeats}, controls: 0}}
 executor: {executor}
 analysis: {{resamples: 100, permutations: 100, cache_dir: {cache}}}
 output: {output}

@@ -41,34 +41,46 @@ Choices QUIVER.md leaves open, made here:
   bins of the magnitudes: ``k = min(5, n // 5)`` bins (one when n < 10), filled in
   increasing magnitude with tied magnitudes kept in one bin, each closed once it holds
   n / k pairs; a last bin of fewer than 5 pairs is merged into the one before.
-  A bin qualifies when its event rate exceeds the control rate and the lower end of
-  the 95% interval of (bin rate - control rate) is above 0. ``value`` is the smallest
-  magnitude *that bifurcated* in the first qualifying bin (an observed threshold, never
-  a bin edge no pair sat on). ``max_non_bifurcating`` is the largest magnitude without
+  A bin qualifies when the lower end of the 95% interval of its excess over the control
+  (below) is above 0. The bins are tested *step-down*, from the largest magnitude:
+  while the bins qualify the search goes on to the next smaller one, and it stops at
+  the first that does not. ``value`` is the smallest magnitude *that bifurcated* in the
+  last bin reached (an observed threshold, never a bin edge no pair sat on); none when
+  the largest bin does not qualify. This is the fixed-sequence test of a minimum
+  effective dose (Hsu and Berger 1999): a threshold response is ordered (what changes
+  decisions at one magnitude does at larger ones), and testing in that order keeps the
+  chance of a false threshold at the one-sided 2.5% of a single test, where taking the
+  first qualifying bin from below would have about 12% over five bins (measured on
+  support_bot: a rewriter bin at 0.010-0.019 qualified with +0.065 [+0.015, +0.114] while
+  the bins above it did not). ``max_non_bifurcating`` is the largest magnitude without
   the beta's own event (no D_shape for beta_shape, D_iter = 0 for beta_iter).
   ``upper_bound`` counts effective pairs with magnitude strictly below ``value``.
   ``raw_min`` carries the group-bootstrap interval of a minimum (one-sided by
   construction, as the observational beta); ``value`` has no interval (a bootstrap of
   the whole bin search would nest two bootstraps): the bins' rates and excesses, the
   IQR and ``upper_bound`` say how firm it is.
-* **Control rate, matched by input.** A bin's rate is compared with the noise of *its
-  own inputs*: for each effective pair the reference is the observational rate of the
-  same event over the same-input pairs of its baseline input (``o_g``), and the bin's
-  excess is the bootstrap mean of ``event_i - o_g(i)`` over its pairs whose input has
-  observational pairs (a paired, input-matched difference: both terms are resampled
-  with the same input groups, so the input mix of the bin cancels). ``control_rate`` of
-  a bin is the mean of ``o_g(i)``, ``control_n`` its matched pairs. Why not the no-op
-  stratum, as §7 first suggests: which pairs a continuous operator leaves unchanged
-  depends on the input (a prompt swap changes nothing for a small-talk message with an
-  empty rewrite), so the no-op stratum is a different kind of input from the effective
-  bins, with a different noise (measured on support_bot: no-op D_shape 0.03-0.09
-  against 0.12-0.21 in effective bins below the threshold), and an unmatched control
-  lets the noise of the bins' own inputs pass for an effect. The observational noise
-  resamples the whole pipeline, upstream of the target as well, so where upstream nodes
-  are noisy it is an upper bound of a replay's downstream noise and the test is
-  conservative. Inputs without observational pairs (a baseline of one repeat) have no
-  reference; when no pair of a bin has one, the bin falls back to the perturbation's
-  no-op stratum, else the observational rate over every pair (``control`` says which).
+* **Control rate, matched trace by trace.** A bin's rate is compared with the noise of
+  *its own traces*. A campaign runs control replays of each target (the target served
+  as recorded for output operators, run live unchanged for execution operators,
+  everything downstream live: the same replays as the perturbations', minus the
+  perturbation). For each effective pair the reference ``o(i)`` is the rate of the
+  event over the control replays of its baseline trace; for a trace without control
+  replays, the observational rate over the same-input pairs of its input (which
+  resamples the whole pipeline, upstream of the target as well, so where upstream
+  nodes are noisy it overstates a replay's noise and the test is conservative). The
+  bin's excess is the group-bootstrap mean of ``event_i - o(i)`` over its pairs with a
+  reference: a paired difference, resampled with the same input groups, so the mix of
+  traces in the bin cancels. ``control_rate`` of a bin is the mean of ``o(i)``,
+  ``control_n`` its pairs with a reference, ``control`` says which references it used.
+  Why not the no-op stratum, as §7 first suggests: which pairs a continuous operator
+  leaves unchanged depends on the input (a prompt swap changes nothing for a small-talk
+  message with an empty rewrite), so the no-op stratum is a different kind of trace
+  from the effective bins, with a different noise (measured on support_bot: no-op
+  D_shape 0.03-0.09 against 0.12-0.21 in effective bins below the threshold), and an
+  unmatched control lets the bins' own noise pass for an effect. When no pair of a bin
+  has a reference, the bin falls back to the perturbation's no-op stratum, else the
+  observational rate over every pair. ``control_replays`` of a perturbation summarises
+  its control's rows (counts, rates, downstream means).
 * **Negative control.** Per downstream node present in the observational table, the
   one-sided permutation test of §13 against the observational same-input distances *of
   the inputs the no-op pairs came from* (all observational pairs when none of those
@@ -150,6 +162,7 @@ class _Columns:
 
     groups: list[str]
     group: np.ndarray
+    trace: list[str]
     step: np.ndarray
     stratum: np.ndarray
     magnitude: np.ndarray
@@ -166,6 +179,7 @@ class _Columns:
         return cls(
             groups=groups,
             group=np.array([index[str(r["input_id"])] for r in rows], dtype=np.int64),
+            trace=[str(r.get("trace_id")) for r in rows],
             step=np.array([int(r.get("step") or 0) for r in rows], dtype=np.int64),
             stratum=np.array([r.get("stratum") or "" for r in rows], dtype=object),
             magnitude=np.array([_float(r.get("magnitude")) for r in rows], dtype=np.float64),
@@ -184,21 +198,30 @@ class _Columns:
 
 
 def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
-                graph: PipelineGraph) -> dict[str, list[Mapping[str, Any]]]:
-    """Rows by perturbation id, after checking what the estimates rely on."""
+                graph: PipelineGraph, controls: Sequence[Mapping[str, Any]] = ()) -> dict[str, list[Mapping[str, Any]]]:
+    """Rows by perturbation (or control) id, after checking what the estimates rely on."""
     by_id: dict[str, list[Mapping[str, Any]]] = {}
+    control_ids = set()
+    for i, c in enumerate(controls):
+        if not c.get("id"):
+            raise QuiverError(f"controls[{i}]: no 'id'; each control has the id its rows carry as perturbation_id")
+        control_ids.add(c["id"])
     for i, p in enumerate(perturbations):
         for key in ("id", "node"):
             if not p.get(key):
                 raise QuiverError(f"perturbations[{i}]: no {key!r}; each perturbation has an id and a target node")
-        if p["id"] in by_id:
+        if p["id"] in by_id or p["id"] in control_ids:
             raise QuiverError(f"perturbations[{i}]: id {p['id']!r} is used twice; perturbation ids are unique")
+        if p.get("control") is not None and p["control"] not in control_ids:
+            raise QuiverError(f"perturbations[{i}] ({p['id']!r}): control {p['control']!r} is not among the controls")
         if p["node"] not in graph.nodes:
             raise QuiverError(
                 f"perturbations[{i}] ({p['id']!r}): target node {p['node']!r} is not in the graph; "
                 f"its nodes are {', '.join(graph.nodes)}"
             )
         by_id[p["id"]] = []
+    for cid in control_ids:
+        by_id[cid] = []
     for i, row in enumerate(pairs):
         pid = row.get("perturbation_id")
         if pid not in by_id:
@@ -298,7 +321,15 @@ class _Control:
 
 
 MATCHED = "observational, same inputs"
-"""``control`` of a beta when its bins are compared with the noise of their own inputs."""
+"""``control`` of a bin held against the observational noise of its own inputs."""
+MATCHED_CONTROLS = "control replays, same traces"
+"""``control`` of a bin held against the control replays of its own traces."""
+MATCHED_MIXED = "control replays, else observational"
+"""``control`` of a bin whose traces have control replays only in part."""
+
+
+def _matched_source(from_controls: np.ndarray) -> str:
+    return MATCHED_CONTROLS if from_controls.all() else MATCHED if not from_controls.any() else MATCHED_MIXED
 
 
 def _control(cols: _Columns, boot: GroupBootstrap, event: Event, obs_rate: Estimate) -> _Control:
@@ -309,6 +340,34 @@ def _control(cols: _Columns, boot: GroupBootstrap, event: Event, obs_rate: Estim
     if obs_rate.value is not None:
         return _Control("observational", obs_rate)
     return _Control(None, Estimate.empty())
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """Per pair, the noise rate it is held against, and where each came from."""
+
+    rate: np.ndarray
+    """NaN: no reference (the bin falls back to the perturbation-wide control)."""
+    from_controls: np.ndarray
+    """True where the rate is the pair's trace's control replays."""
+
+
+def _references(cols: _Columns, table: PairTable, event: Event, control: _Columns | None) -> _Reference:
+    """The control replays' rate of ``event`` for the pair's baseline trace; for traces
+    without control replays, the observational rate of the pair's input."""
+    rate = _input_noise(cols, table, event)
+    placebo = np.zeros(len(cols.trace), dtype=bool)
+    if control is not None and control.trace:
+        fired = control.event(event).astype(np.float64)
+        k: dict[str, float] = {}
+        n: dict[str, int] = {}
+        for t, f in zip(control.trace, fired):
+            k[t] = k.get(t, 0.0) + f
+            n[t] = n.get(t, 0) + 1
+        for i, t in enumerate(cols.trace):
+            if t in n:
+                rate[i], placebo[i] = k[t] / n[t], True
+    return _Reference(rate, placebo)
 
 
 def _input_noise(cols: _Columns, table: PairTable, event: Event) -> np.ndarray:
@@ -351,16 +410,17 @@ def _ladder_bins(step: np.ndarray, magnitude: np.ndarray) -> list[tuple[int, np.
 
 
 def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate,
-          table: PairTable) -> dict[str, Any]:
+          table: PairTable, control: _Columns | None) -> dict[str, Any]:
     """Interventional beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3)."""
     eff = np.flatnonzero((cols.stratum == "effective") & np.isfinite(cols.magnitude))
     mag, fired = cols.magnitude[eff], cols.event(event)[eff]
-    noise = _input_noise(cols, table, event)
+    ref = _references(cols, table, event, control)
+    noise = ref.rate
     fallback = _control(cols, boot, event, obs_rate)
     matched = eff[np.isfinite(noise[eff])]
     size = len(cols.group)
     if matched.size:
-        source: str | None = MATCHED
+        source: str | None = _matched_source(ref.from_controls[matched])
         overall = boot.mean(noise, _mask(size, matched))
     else:
         source, overall = fallback.source, fallback.rate
@@ -373,16 +433,20 @@ def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_
         "control": source, **_renamed(overall.as_dict("control_rate")),
     }
     binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
-    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, noise, fallback)
+    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, ref, fallback)
                    for i, (step, idx) in enumerate(binned)]
-    first = next((i for i, b in enumerate(out["bins"]) if b["qualifies"]), None)
+    first = None  # step-down: from the largest magnitude while the bins qualify
+    for i in range(len(out["bins"]) - 1, -1, -1):
+        if not out["bins"][i]["qualifies"]:
+            break
+        first = i
     if eff.size == 0:
         out["reason"] = "no effective pair with a magnitude"
     elif not fired.any():
         out["reason"] = f"no effective pair had {event} > 0"
     elif source is None:
-        out["reason"] = ("no control rate: no input of an effective pair has observational pairs, the no-op "
-                         "stratum is empty and the observational table has no pair")
+        out["reason"] = ("no control rate: no effective pair's trace has control replays or its input "
+                         "observational pairs, the no-op stratum is empty and the observational table has no pair")
     elif first is None:
         out["reason"] = _no_bin_reason(out["bins"])
     else:
@@ -405,14 +469,15 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bin(i: int, step: int | None, idx: np.ndarray, cols: _Columns, boot: GroupBootstrap, event: Event,
-         noise: np.ndarray, fallback: _Control) -> dict[str, Any]:
+         ref: _Reference, fallback: _Control) -> dict[str, Any]:
     """One magnitude bin: its event rate and its excess over the control (module docstring)."""
     fired = cols.event(event)
     size = len(cols.group)
     rate = boot.rate(fired, _mask(size, idx))
+    noise = ref.rate
     matched = idx[np.isfinite(noise[idx])]
     if matched.size:
-        source: str | None = MATCHED
+        source: str | None = _matched_source(ref.from_controls[matched])
         control = boot.mean(noise, _mask(size, matched))
         excess = boot.mean(fired.astype(np.float64) - np.nan_to_num(noise), _mask(size, matched))
     else:
@@ -438,12 +503,15 @@ def _difference(a: Estimate, b: Estimate) -> Estimate:
 
 
 def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
-    best = max(bins, key=lambda b: -np.inf if b["excess"] is None else b["excess"])
-    ci = best["excess_ci"] or [None, None]
+    top = bins[-1]
+    ci = top["excess_ci"] or [None, None]
+    lower = [b for b in bins[:-1] if b["qualifies"]]
     return (
-        "no magnitude bin's rate exceeds its control rate with the 95% interval of the excess above 0; the "
-        f"largest excess is {best['excess']} [{ci[0]}, {ci[1]}] in bin {best['bin']} (magnitudes "
-        f"{best['lo']}-{best['hi']}, n = {best['n']}, control {best['control_rate']})"
+        f"the step-down test stops at the largest-magnitude bin (bin {top['bin']}, magnitudes {top['lo']}-"
+        f"{top['hi']}, n = {top['n']}): its excess over the control rate {top['control_rate']} is "
+        f"{top['excess']} [{ci[0]}, {ci[1]}], not above 0"
+        + (f"; smaller bins that qualified on their own ({', '.join(str(b['bin']) for b in lower)}) are not "
+           "taken for a threshold below a larger magnitude that is not one" if lower else "")
     )
 
 
@@ -597,21 +665,39 @@ def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, 
 # --------------------------------------------------------------------------- campaign
 
 
+def _control_replays(cid: str | None, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str], *,
+                     resamples: int, seed: int) -> tuple[_Columns | None, dict[str, Any] | None]:
+    """The ok control rows as columns, and their summary: counts and event rates."""
+    if cid is None:
+        return None, None
+    ok = [r for r in rows if r.get("status") == "ok"]
+    cols = _Columns.of(ok, nodes)
+    boot = cols.bootstrap(resamples, seed)
+    out: dict[str, Any] = {"id": cid, "pairs": len(rows), "n": len(ok), "traces": len(set(cols.trace))}
+    for rate, est in _rate_estimates(cols, np.ones(len(ok), dtype=bool), boot).items():
+        out.update(est.as_dict(rate))
+    out.update(_node_means(cols.d, nodes, np.ones(len(ok), dtype=bool), boot, "mean_d"))
+    return cols, out
+
+
 def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph: PipelineGraph,
                   table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
-                  alpha: float, permutations: int) -> dict[str, Any]:
+                  alpha: float, permutations: int, control_rows: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     nodes = downstream_nodes(graph, p["node"])
     cols = _Columns.of([r for r in rows if r.get("status") == "ok"], nodes)
     boot = cols.bootstrap(resamples, seed)
     ladder = bool(p.get("ladder"))
+    control, control_summary = _control_replays(p.get("control"), control_rows, nodes, resamples=resamples,
+                                                seed=seed)
     return {
         "id": p["id"], "node": p["node"], "op": p.get("op"), "params": p.get("params"),
         "ladder": p.get("ladder"), **_counts(rows), "groups": len(cols.groups), "downstream": nodes,
         "strata": {s: _stratum(cols, s, nodes, boot) for s in STRATA},
+        "control_replays": control_summary,
         "negative_control": _negative_control(p["id"], cols, nodes, table, permutations=permutations,
                                               alpha=alpha, seed=seed),
-        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table),
-        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table),
+        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
+        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
     }
 
 
@@ -627,6 +713,7 @@ def campaign_estimates(
     seed: int = DEFAULT_SEED,
     alpha: float = 0.05,
     permutations: int = 2000,
+    controls: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The interventional estimates of a perturbation campaign (``campaign.json``).
 
@@ -649,6 +736,9 @@ def campaign_estimates(
         seed: Seed of the resamples and permutations.
         alpha: Level of the negative control after Holm correction.
         permutations: Label permutations per negative-control test.
+        controls: The campaign's control replays, ``{"id", "node", ...}`` each; their rows
+            carry the control's id as ``perturbation_id``, and a perturbation names
+            its control under ``"control"``.
 
     Raises:
         QuiverError: A perturbation without id or node, a target not in the graph,
@@ -660,7 +750,7 @@ def campaign_estimates(
             raise QuiverError(f"campaign_estimates: {name} must be an int >= {low}; got {value!r}")
     if not 0 < alpha < 1:
         raise QuiverError(f"campaign_estimates: alpha must lie in (0, 1); got {alpha!r}")
-    by_id = _check_rows(perturbations, pairs, graph)
+    by_id = _check_rows(perturbations, pairs, graph, controls)
     obs_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
     obs_boot = GroupBootstrap(observational.group, len(observational.groups), resamples=resamples, seed=obs_seed)
     rates = divergence_rates(observational, obs_boot, epsilon)
@@ -673,9 +763,11 @@ def campaign_estimates(
         "observational": _observational(observational, obs_boot, rates),
         "perturbations": [
             _perturbation(p, by_id[p["id"]], graph, observational, obs_rates, resamples=resamples, seed=seed,
-                          alpha=alpha, permutations=permutations)
+                          alpha=alpha, permutations=permutations,
+                          control_rows=by_id[p["control"]] if p.get("control") else ())
             for p in perturbations
         ],
         "validation": validation,
         "validation_skipped": skipped,
+        "controls": [dict(c) for c in controls],
     }

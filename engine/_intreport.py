@@ -210,6 +210,13 @@ def _betas(c: Mapping[str, Any]) -> list[str]:
              "changed the path at all, noise included; an upper bound means fewer than 10 effective pairs probed "
              "below the value.", ""]
     lines += _table(headers, rows, "llrrrrrrlrl") + [""]
+    controls = [(p, _map(p.get("control_replays"))) for p in perts if p.get("control_replays")]
+    if controls:
+        lines += ["Control replays (the target as recorded, or re-run unchanged; downstream live): the noise each "
+                  "bin is held against, trace by trace.", ""]
+        lines += _table(["perturbation", "control", "replays", "traces", "D_shape rate [95% CI]", "D_iter rate [95% CI]"],
+                        [[_pid(p), f"`{c.get('id')}`", fmt_n(c.get("n")), fmt_n(c.get("traces")),
+                          fmt_est(c, "D_shape"), fmt_est(c, "D_iter")] for p, c in controls], "llrrrr") + [""]
     for p in perts:
         for key, label in _BETAS:
             lines += _bins(p, key, label)

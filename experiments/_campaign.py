@@ -5,7 +5,11 @@
 2. The observational profile of the baseline (``OUTPUT/observational/``).
 3. Jobs: every perturbation's parameter sets (prompt variants x ladder steps) x the
    selected traces where its target call ran x the replay repeats, each with its job
-   id and sample keys fixed up front (seed, trace, perturbation step, repeat).
+   id and sample keys fixed up front (seed, trace, perturbation step, repeat). Then
+   the control replays (``replay.controls`` per trace): one control per target and
+   kind, over every trace a perturbation of that target selected, the target served
+   as recorded (``identity``, for output operators) or run live unchanged (for
+   execution operators), downstream live: the noise the thresholds are held against.
 4. Replays on the executor (local threads or Ray). Each finished replay is committed
    to the ledger (``ledger.sqlite``) by a separate thread, in batches, while the
    executor goes on submitting: a killed campaign resumes (``--resume``) with no
@@ -57,6 +61,7 @@ from quiver.replay import (
     pair_results,
     record_corpus,
 )
+from quiver.perturbations import get_operator
 from quiver.replay._pairing import seen_part
 from quiver.replay._executors import Executor, LocalExecutor, RayExecutor, ReplayContext, ReplayJob
 
@@ -66,7 +71,7 @@ from ._ledger import Ledger
 from ._recording import open_llm
 from ._spec import load_inputs
 
-__all__ = ["CampaignResult", "run_campaign", "expand_jobs", "select_traces", "check_spec"]
+__all__ = ["CampaignResult", "Control", "controls", "run_campaign", "expand_jobs", "select_traces", "check_spec"]
 
 log = logging.getLogger("quiver.campaign")
 
@@ -156,7 +161,60 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
                         job_id=job_id, seq=len(jobs), trace=payload, perturbation_id=pid, node=p.node,
                         occurrence=p.occurrence, op=p.op, params=params, repeat=r,
                     ))
+    for control in {c.id: c for c in controls(spec, traces).values()}.values():
+        for trace in control.traces:
+            payload = trace.model_dump(mode="json")
+            for r in range(spec.replay.controls):
+                job_id = f"{control.id}/0/{trace.trace_id}/{r}"
+                steps[job_id] = 0
+                jobs.append(ReplayJob(
+                    job_id=job_id, seq=len(jobs), trace=payload, perturbation_id=control.id, node=control.node,
+                    occurrence=control.occurrence, op=control.op, params={}, repeat=r,
+                ))
     return jobs, steps, left_out
+
+
+@dataclass
+class Control:
+    """The control replays of one target: its perturbations' downstream noise, trace by trace."""
+
+    id: str
+    node: str
+    occurrence: int
+    kind: str
+    """``served`` (the target as recorded: the control of output operators) or ``live``
+    (the target run again unchanged: the control of execution operators)."""
+    traces: list[Trace]
+    perturbations: list[str]
+
+    @property
+    def op(self) -> str:
+        return "identity" if self.kind == "served" else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "node": self.node, "occurrence": self.occurrence, "kind": self.kind,
+                "op": self.op or None, "perturbations": self.perturbations}
+
+
+def controls(spec: CampaignSpec, traces: Sequence[Trace]) -> dict[str, Control]:
+    """The campaign's controls by perturbation id (none when ``replay.controls`` is 0):
+    one per target and kind, over every trace a perturbation of that target selected."""
+    if spec.replay.controls == 0:
+        return {}
+    by_key: dict[tuple[str, int, str], Control] = {}
+    of: dict[str, Control] = {}
+    for p in spec.perturbations:
+        kind = "live" if get_operator(p.op).mode == "execution" else "served"
+        key = (p.node, p.occurrence, kind)
+        control = by_key.get(key)
+        if control is None:
+            control = by_key[key] = Control(f"control.{p.node}.{p.occurrence}.{kind}", p.node, p.occurrence, kind,
+                                            [], [])
+        seen = {t.trace_id for t in control.traces}
+        control.traces += [t for t in select_traces(spec, p, traces) if t.trace_id not in seen]
+        control.perturbations.append(p.id)
+        of[p.id] = control
+    return of
 
 
 # --------------------------------------------------------------------------- checks
@@ -506,10 +564,14 @@ def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, 
 
     rows = _pair_rows(spec, out, ledger, traces, profile.graph, stream)
     _write_jsonl(out / "pairs.jsonl", rows)
-    perturbations = [p.model_dump(mode="json") for p in spec.perturbations]
+    of = controls(spec, traces)
+    perturbations = [{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}
+                     for p in spec.perturbations]
+    control_rows = list({c.id: c.to_json() for c in of.values()}.values())
     estimates = campaign_estimates(
         perturbations, rows, profile.table, profile.to_json(), profile.graph, epsilon=spec.analysis.epsilon,
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
+        controls=control_rows,
     )
     (out / "campaign.json").write_text(json.dumps(estimates, indent=2) + "\n", encoding="utf-8")
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")

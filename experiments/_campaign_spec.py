@@ -129,6 +129,12 @@ class ReplaySpec(_Spec):
     response cache when the same request with the same sample key was answered before."""
     repeats: int = Field(default=1, ge=1)
     """Replays per (trace, perturbation step), each with its own sample keys."""
+    controls: int = Field(default=1, ge=0)
+    """Control replays per selected trace and target: the target served as recorded (for
+    output operators) or run live unchanged (for execution operators), everything
+    downstream live. Their event rates, trace by trace, are the noise every magnitude
+    bin of a threshold is held against; 0 runs none (the bins are then held against the
+    observational noise of their inputs)."""
 
 
 class ExecutorSpec(_Spec):

@@ -92,6 +92,36 @@ class Override(Operator):
         return True
 
 
+# --------------------------------------------------------------------------- identity
+
+
+class IdentityParams(OperatorParams):
+    """``identity`` takes no parameters."""
+
+
+@operator("identity")
+class Identity(Operator):
+    """Serve the recorded output unchanged: the control replay of output perturbations.
+
+    Everything upstream and the target are as recorded; everything downstream runs live
+    with the replay's own samples, so its pairs measure the downstream noise of exactly
+    the replays the node's output perturbations make (a campaign's control replays).
+    """
+
+    mode = "output"
+    binary = True
+    Params = IdentityParams
+    params: IdentityParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """A copy of the recorded output."""
+        return copy.deepcopy(output)
+
+    def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
+        """Always: nothing was changed."""
+        return True
+
+
 # --------------------------------------------------------------------------- bool_flip
 
 

@@ -202,6 +202,68 @@ def test_without_observational_pairs_the_no_op_stratum_is_the_control(corpus: An
     assert beta["value"] == 0.3 and beta["bins"][2]["excess_ci"] == [1.0, 1.0]
 
 
+def test_control_replays_are_the_noise_of_each_trace(corpus: Any) -> None:
+    """Steps 1-5 on 20 traces; the first 4 traces bifurcate in every replay (noise: their
+    control replays do too). Against their own control replays steps 1-2 show no excess;
+    step 3, where every trace bifurcates, does."""
+    pert = {**perturbation("rw-ladder", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]}), "control": "ctl"}
+    rows = []
+    for g in range(20):
+        noisy = g < 4
+        for step in range(1, 6):
+            rows.append(row("rw-ladder", f"x{g}", "effective", round(0.1 * step, 1), step=step,
+                            shape=step >= 3 or noisy, d={"planner": 0.1, "composer": 0.1}))
+        for r in range(2):
+            rows.append({**row("ctl", f"x{g}", "noop", 0.0, shape=noisy, d={"planner": 0.1, "composer": 0.1}),
+                         "repeat": r})
+    out = estimate(corpus, [pert], rows, controls=[{"id": "ctl", "node": "cs", "kind": "served"}])
+    [p] = out["perturbations"]
+    beta = p["beta_shape"]
+    assert p["control_replays"]["n"] == 40 and p["control_replays"]["traces"] == 20
+    assert p["control_replays"]["D_shape"] == 0.2 and out["controls"][0]["id"] == "ctl"
+    assert beta["control"] == "control replays, same traces" and beta["control_rate"] == 0.2
+    assert [b["rate"] for b in beta["bins"]][:3] == [0.2, 0.2, 1.0]
+    assert [b["excess"] for b in beta["bins"]][:3] == [0.0, 0.0, 0.8]
+    assert [b["qualifies"] for b in beta["bins"]] == [False, False, True, True, True]
+    assert beta["value"] == 0.3 and beta["raw_min"] == 0.1  # the noisy traces bifurcate at step 1 already
+    assert p["pairs"] == 100  # the control's rows are its own
+
+
+def test_a_control_that_is_not_declared_is_refused(corpus: Any) -> None:
+    pert = {**perturbation("te", op="text_edit"), "control": "nope"}
+    with pytest.raises(QuiverError, match="control 'nope' is not among the controls"):
+        estimate(corpus, [pert], [row("te", "g0", "effective", 0.1)])
+
+
+def step_rows(fired_by_step: dict[int, set[int]], inputs: int = 20) -> list[dict[str, Any]]:
+    """A 5-step ladder on inputs x0.. (no observational pairs) with a quiet no-op stratum;
+    step s bifurcates on the inputs in ``fired_by_step[s]``."""
+    rows = [row("lad", f"x{g}", "effective", round(0.1 * s, 1), step=s, shape=g in fired_by_step.get(s, set()),
+                d={"planner": 0.0}) for g in range(inputs) for s in range(1, 6)]
+    return rows + [row("lad", f"x{g}", "noop", 0.0, d={"planner": 0.0}) for g in range(inputs)]
+
+
+def test_a_low_bin_alone_is_not_taken_for_a_threshold(corpus: Any) -> None:
+    """Step 1 bifurcates on 8 of 20 inputs, nothing above it does: not a threshold response;
+    the step-down test stops at step 5 and gives no value."""
+    pert = perturbation("lad", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
+    beta = estimate(corpus, [pert], step_rows({1: set(range(8))}))["perturbations"][0]["beta_shape"]
+    assert beta["bins"][0]["qualifies"] is True and not any(b["qualifies"] for b in beta["bins"][1:])
+    assert beta["value"] is None and beta["raw_min"] == 0.1
+    assert "step-down test stops at the largest-magnitude bin (bin 4" in beta["reason"]
+    assert "smaller bins that qualified on their own (0)" in beta["reason"]
+
+
+def test_the_threshold_is_the_bottom_of_the_run_of_bins_from_the_top(corpus: Any) -> None:
+    """Steps 4-5 bifurcate everywhere, step 2 on 10 inputs, step 3 on none: the run from the
+    top ends at step 4, so the value is 0.4, not 0.2."""
+    pert = perturbation("lad", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
+    every = set(range(20))
+    beta = estimate(corpus, [pert], step_rows({2: set(range(10)), 4: every, 5: every}))["perturbations"][0]["beta_shape"]
+    assert [b["qualifies"] for b in beta["bins"]] == [False, True, False, True, True]
+    assert beta["value"] == 0.4 and beta["raw_min"] == 0.2 and beta["n_below"] == 60
+
+
 def test_a_threshold_probed_by_few_pairs_below_it_is_an_upper_bound(corpus: Any) -> None:
     pert = perturbation("rw-ladder", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
     beta = estimate(corpus, [pert], ladder_rows("rw-ladder", 4))["perturbations"][0]["beta_shape"]
@@ -241,7 +303,7 @@ def test_the_noise_of_other_inputs_does_not_pass_for_an_effect(corpus: Any) -> N
                             d={"planner": 0.0}))
     beta = estimate(corpus, [perturbation("te", op="text_edit")], rows)["perturbations"][0]["beta_shape"]
     assert beta["control"] == "observational, same inputs" and beta["control_n"] == 60
-    assert beta["value"] is None and "no magnitude bin" in beta["reason"]
+    assert beta["value"] is None and "step-down test stops" in beta["reason"]
     assert all(b["control_rate"] >= 0.3 and not b["qualifies"] for b in beta["bins"])
     assert beta["bins"][0]["rate"] > 0.3  # the no-op stratum's rate is 0: it would have taken bin 0
 
