@@ -439,6 +439,18 @@ class _Committer(threading.Thread):
             raise QuiverError(f"the campaign ledger could not be written: {self.error}") from self.error
 
 
+def replay_context(spec: CampaignSpec, base_dir: Path, client: LLMClient, graph: PipelineGraph, mode: ReplayMode, *,
+                   seed: int, run_id: str, cache_dir: Path | None = None) -> ReplayContext:
+    """What a worker needs to replay the spec's jobs against ``client``'s endpoint."""
+    return ReplayContext(
+        pipeline=spec.pipeline, base_dir=str(base_dir.resolve()),
+        llm={"base_url": client.base_url, "model": client.model, "api_key": client.api_key,
+             "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
+        mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=seed, run_id=run_id,
+        cache_dir=str(cache_dir.resolve()) if cache_dir is not None else None,
+    )
+
+
 def _replay_all(
     spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, traces: list[Trace], graph: PipelineGraph,
     ledger: Ledger, run_id: str, executor: Executor, redactor: Redactor, stream: TextIO | None,
@@ -450,13 +462,8 @@ def _replay_all(
         frozen=tuple(spec.replay.frozen), live_nodes=tuple(spec.replay.live_nodes),
         frozen_nodes=tuple(spec.replay.frozen_nodes), downstream=spec.replay.downstream,
     )
-    context = ReplayContext(
-        pipeline=spec.pipeline, base_dir=str(base_dir.resolve()),
-        llm={"base_url": client.base_url, "model": client.model, "api_key": client.api_key,
-             "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
-        mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=spec.seed, run_id=run_id,
-        cache_dir=str((out / "cache").resolve()) if spec.replay.downstream == "cached" else None,
-    )
+    context = replay_context(spec, base_dir, client, graph, mode, seed=spec.seed, run_id=run_id,
+                             cache_dir=out / "cache" if spec.replay.downstream == "cached" else None)
     result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
                             executor=executor.name)
     tokens = [0]

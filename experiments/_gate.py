@@ -70,10 +70,10 @@ from quiver._trace import Trace
 from quiver._traceio import load_traces
 from quiver._yamlspec import load_spec
 from quiver.replay import ReplayMode, ReplayResult, pair_results
-from quiver.replay._executors import ReplayContext, ReplayJob
+from quiver.replay._executors import ReplayJob
 
 from ._analysis import write_profile
-from ._campaign import _baseline, _executor, _graph, check_spec
+from ._campaign import _baseline, _executor, _graph, check_spec, replay_context
 from ._campaign_spec import CampaignSpec
 from ._recording import open_llm
 
@@ -354,13 +354,7 @@ def run_gate(
             node = _changed_node(template, traces)
             chosen = _probes(traces, node, probes_n, seed_n, template)
             plan.append((template, file, node, chosen, _jobs(template, file, node, chosen, repeats_n)))
-        context = ReplayContext(
-            pipeline=spec.pipeline, base_dir=str(base_dir.resolve()),
-            llm={"base_url": client.base_url, "model": client.model, "api_key": client.api_key,
-                 "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
-            mode=ReplayMode().model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=seed_n,
-            run_id="gate",
-        )
+        context = replay_context(spec, base_dir, client, graph, ReplayMode(), seed=seed_n, run_id="gate")
         jobs = [j for *_, js in plan for j in js]
         results: dict[str, dict[str, Any]] = {}
         progress = Progress("gate replays", len(jobs), stream=progress_stream)
