@@ -307,6 +307,10 @@ def _candidate(template: str, path: Path, node: str, probes: Sequence[Trace], re
         "d_i": d_i, "fields": fields, "rates": rates, "beta_shape": beta, "downstream": downstream,
         "verdict": "fail" if failures else "pass", "failures": failures,
         "within_noise": not d_i["rises"], "re_evaluate": impact, "moved": moved,
+        # failing on the rates alone while the node itself did not drift: possibly the
+        # rate test's own false alarm (reported as such, the verdict stands)
+        "rates_only_within_noise": bool(failures) and not d_i["rises"]
+        and not (beta["value"] is not None and drift is not None and drift > beta["value"]),
     }
 
 
@@ -438,6 +442,10 @@ def gate_markdown(data: Mapping[str, Any]) -> str:
         lines += ["", f"beta_shape of `{c['node']}`: {fmt(beta['value'])} ({beta['source']}).", ""]
         if c["failures"]:
             lines += ["**Fails:**", ""] + [f"- {f}" for f in c["failures"]] + [""]
+            if c.get("rates_only_within_noise"):
+                lines += [f"Only the rates fail, and d_i at `{c['node']}` is within the current template's own "
+                          "noise: the rate test's false alarm (about 1 in 40 changes that move nothing, per rate) "
+                          "is possible. Gating again at another `--seed` tells the two apart.", ""]
         if c["within_noise"]:
             lines += [f"d_i does not exceed the current template's own noise at `{c['node']}`: nothing to "
                       "re-evaluate.", ""]

@@ -4,7 +4,8 @@ Each gate runs as a user would run it in CI (a subprocess, the bundled simulator
 ``--profile`` pointing at the README campaign's run folder (run once per session):
 
 * a reworded rewriter template (same instructions, other line breaks and words) passes
-  with nothing to re-evaluate;
+  with nothing to re-evaluate (null changes are gated as the README says: a failure on
+  the rates alone, with d_i within noise, is gated again at another seed);
 * a planner template that raises the coverage threshold from 70% to 90% (truth.yaml's
   decision boundary) fails on the D_shape and D_iter rates and names the planner and
   the composer;
@@ -60,9 +61,22 @@ def strict(gate: Any, support_bot_run: Path, tmp_path_factory: pytest.TempPathFa
     return proc, data, out
 
 
+def gate_null_change(gate: Any, out: Path, candidate: str, profile: Path) -> Run:
+    """Gate a change that moves nothing the way the README says to: a failure on the rates
+    alone, with d_i within the node's own noise, may be the rate test's false alarm (its
+    95% bound allows about 1 in 40 per rate), so it is gated again at another seed. The
+    replays' sample keys come from the baseline's trace ids, which differ between
+    recordings, so which seed draws such an alarm differs from run to run."""
+    proc, data = gate(out / "seed1", "--candidate", candidate, "--seed", "1", profile=profile)
+    if proc.returncode == 1 and data is not None and data["candidates"][0]["rates_only_within_noise"]:
+        assert "Gating again at another `--seed`" in proc.stdout
+        proc, data = gate(out / "seed2", "--candidate", candidate, "--seed", "2", profile=profile)
+    return proc, data
+
+
 def test_a_reworded_rewriter_template_passes_with_nothing_to_re_evaluate(gate: Any, support_bot_run: Path, tmp_path: Path) -> None:
-    proc, data = gate(tmp_path / "g", "--candidate", f"support_bot.rewriter={CANDIDATES / 'rewriter_reworded.txt'}",
-                      profile=support_bot_run)
+    proc, data = gate_null_change(gate, tmp_path, f"support_bot.rewriter={CANDIDATES / 'rewriter_reworded.txt'}",
+                                  support_bot_run)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert data is not None and data["verdict"] == "pass" and data["campaign_profile"] is True
     [c] = data["candidates"]
@@ -92,12 +106,11 @@ def test_a_planner_template_across_the_coverage_boundary_fails_and_names_planner
 
 
 def test_an_observability_only_change_passes(gate: Any, support_bot_run: Path, tmp_path: Path) -> None:
-    """At gate seed 1. At seed 0 this candidate fails on the README campaign's baseline: the
-    current arm's D_shape rate came out 0.07 (0.14-0.17 at seeds 1-3), the difference
-    +0.11 [+0.037, +0.19]. That is the rate test's own false alarm, which its 95% bound
-    allows for about one null change in 40 per rate."""
-    proc, data = gate(tmp_path / "g", "--candidate", f"support_bot.planner={CANDIDATES / 'planner_checklist.txt'}",
-                      "--seed", "1", profile=support_bot_run)
+    """On one recording of the README baseline this candidate failed at seed 0 on the rates
+    alone: the current arm's D_shape rate came out 0.07 (0.14-0.17 at seeds 1-3), the
+    difference +0.11 [+0.037, +0.19], with d_i within noise; hence the re-gate."""
+    proc, data = gate_null_change(gate, tmp_path, f"support_bot.planner={CANDIDATES / 'planner_checklist.txt'}",
+                                  support_bot_run)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert data is not None
     [c] = data["candidates"]
@@ -105,7 +118,8 @@ def test_an_observability_only_change_passes(gate: Any, support_bot_run: Path, t
     thought = c["fields"]["thought"]
     assert thought["rises"] and thought["current"]["value"] == 0.0  # the change took effect ...
     assert all(not row["rises"] for name, row in c["fields"].items() if name != "thought")  # ... only there
-    suite = ET.parse(tmp_path / "g" / "junit.xml").getroot()
+    folder = tmp_path / ("seed2" if (tmp_path / "seed2").is_dir() else "seed1")
+    suite = ET.parse(folder / "junit.xml").getroot()
     assert suite.get("failures") == "0" and suite.find("testcase/failure") is None
 
 
