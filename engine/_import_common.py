@@ -247,9 +247,21 @@ class SpanFormat:
 
     name: str = ""
     tag_key: str = "otel"
+    unit: str = "a span"
+    """What one record is, for the message about a record that is not a JSON object."""
 
     def spans(self, value: Any, where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
-        """The spans of one record read from a file (or passed in)."""
+        """The spans of one value read from a file (or passed in): a list is read item by
+        item, an object by :meth:`record`, anything else is reported and skipped."""
+        if isinstance(value, list):
+            return [s for i, item in enumerate(value) for s in self.spans(item, f"{where}[{i}]", problems)]
+        if not isinstance(value, Mapping):
+            problems.append(ImportProblem(where, None, f"not {self.unit}: a JSON {type(value).__name__}; skipped"))
+            return []
+        return self.record(value, where, problems)
+
+    def record(self, value: Mapping[str, Any], where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
+        """The spans of one JSON object."""
         raise NotImplementedError
 
     def map_call(self, span: SourceSpan, attrs: Attrs, note: Note) -> MappedCall:

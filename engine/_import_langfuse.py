@@ -87,13 +87,9 @@ class LangfuseFormat(SpanFormat):
 
     name = "langfuse"
     tag_key = "langfuse"
+    unit = "a Langfuse record"
 
-    def spans(self, value: Any, where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
-        if isinstance(value, list):
-            return [s for i, item in enumerate(value) for s in self.spans(item, f"{where}[{i}]", problems)]
-        if not isinstance(value, Mapping):
-            problems.append(ImportProblem(where, None, f"not a Langfuse record: a JSON {type(value).__name__}; skipped"))
-            return []
+    def record(self, value: Mapping[str, Any], where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
         if isinstance(value.get("data"), list) and "observations" not in value:
             return self.spans(value["data"], f"{where}: data", problems)
         trace: Mapping[str, Any] | None

@@ -124,12 +124,7 @@ class OtelFormat(SpanFormat):
     name = "otel-genai"
     tag_key = "otel"
 
-    def spans(self, value: Any, where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
-        if isinstance(value, list):
-            return [s for i, item in enumerate(value) for s in self.spans(item, f"{where}[{i}]", problems)]
-        if not isinstance(value, Mapping):
-            problems.append(ImportProblem(where, None, f"not a span: a JSON {type(value).__name__}; skipped"))
-            return []
+    def record(self, value: Mapping[str, Any], where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
         if "resourceSpans" in value:
             return self._otlp(value, where)
         for key in ("data", "spans"):
