@@ -28,8 +28,8 @@ How the replay phase is timed: the runner's total time also holds the baseline's
 loading and observational analysis (with the embedding model's load) and the writing of
 the results, so this benchmark times the phases from the outside, without editing the
 runner. In this process only, it wraps ``_replay_all`` of
-``quiver.experiments._campaign`` (its wall time is the "actual" column: job expansion,
-the executor's run, and every replay committed to the ledger) and ``_pair_rows`` (the
+``quiver.experiments._campaign`` (its wall time is the "actual" column: the ledger
+check and set-up, the executor's run, and every replay committed to the ledger) and ``_pair_rows`` (the
 pairing phase), and, for the breakdown, the executors' ``run``, ``pair_results`` as the
 runner imported it, ``Ledger.commit``, the runner's ``EmbeddingStore`` (to read its
 counters) and, for ``local``, ``_Worker.run`` (one replay). Each wrapper only reads
@@ -340,7 +340,7 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
     t, n = r.t, max(r.done, 1)
     emb = t.embedding
     print(f"{r.executor} at {r.latency_ms:g} ms: replay phase {t.phase_s:.1f} s "
-          f"(executor.run {t.executor_s:.1f} s; job expansion and set-up {t.phase_s - t.executor_s:.1f} s); "
+          f"(executor.run {t.executor_s:.1f} s; ledger check and set-up {t.phase_s - t.executor_s:.1f} s); "
           f"{r.done} pairs, {r.failed} failed, {r.llm_calls / n:.2f} LLM calls per pair")
     for error, count in r.errors.most_common(3):
         print(f"  failed x{count}: {error}")

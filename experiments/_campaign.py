@@ -114,19 +114,28 @@ def _margin(call: Any) -> float | None:
     return min(gaps) if gaps else None
 
 
+def eligible_traces(traces: Sequence[Trace], node: str, occurrence: int = 0) -> list[Trace]:
+    """The ok traces where the ``occurrence``-th call of ``node`` ran."""
+    return [t for t in traces
+            if t.status == "ok" and any(c.node == node and c.occurrence == occurrence for c in t.calls)]
+
+
+def sample_traces(traces: Sequence[Trace], n: int | None, seed: int, key: str) -> list[Trace]:
+    """A seeded sample of ``n`` of ``traces`` (all when ``n`` is None or not smaller), in
+    their order; ``key`` (a perturbation id, a template id) gives each its own draw."""
+    if n is None or n >= len(traces):
+        return list(traces)
+    keep = set(random.Random(f"{seed}|{key}").sample(range(len(traces)), n))
+    return [t for i, t in enumerate(traces) if i in keep]
+
+
 def select_traces(spec: CampaignSpec, perturbation: PerturbationSpec, traces: Sequence[Trace]) -> list[Trace]:
     """The baseline traces a perturbation replays: ok traces where its target call ran,
     filtered by the spec's ``select``."""
-    eligible = [
-        t for t in traces
-        if t.status == "ok"
-        and any(c.node == perturbation.node and c.occurrence == perturbation.occurrence for c in t.calls)
-    ]
+    eligible = eligible_traces(traces, perturbation.node, perturbation.occurrence)
     select = spec.select
     if select.mode == "sample":
-        rng = random.Random(f"{select.seed}|{perturbation.id}")
-        keep = set(rng.sample(range(len(eligible)), min(select.n or len(eligible), len(eligible))))
-        return [t for i, t in enumerate(eligible) if i in keep]
+        return sample_traces(eligible, select.n, select.seed, perturbation.id)
     if select.mode == "near_boundary":
         scored = []
         for t in eligible:
@@ -145,6 +154,13 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
     jobs: list[ReplayJob] = []
     steps: dict[str, int] = {}
     left_out: dict[str, int] = {}
+    payloads: dict[str, dict[str, Any]] = {}
+
+    def payload(trace: Trace) -> dict[str, Any]:  # one JSON form per trace, shared by its jobs
+        if trace.trace_id not in payloads:
+            payloads[trace.trace_id] = trace.model_dump(mode="json")
+        return payloads[trace.trace_id]
+
     for p in spec.perturbations:
         chosen = select_traces(spec, p, traces)
         left_out[p.id] = len(traces) - len(chosen)
@@ -153,22 +169,21 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
         for step, params in enumerate(parameter_sets):
             pid = p.id if len(parameter_sets) == 1 else f"{p.id}#{step}"
             for trace in chosen:
-                payload = trace.model_dump(mode="json")
                 for r in range(repeats):
                     job_id = f"{p.id}/{step}/{trace.trace_id}/{r}"
                     steps[job_id] = step
                     jobs.append(ReplayJob(
-                        job_id=job_id, seq=len(jobs), trace=payload, perturbation_id=pid, node=p.node,
+                        job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=pid, node=p.node,
                         occurrence=p.occurrence, op=p.op, params=params, repeat=r,
                     ))
     for control in {c.id: c for c in controls(spec, traces).values()}.values():
         for trace in control.traces:
-            payload = trace.model_dump(mode="json")
             for r in range(spec.replay.controls):
                 job_id = f"{control.id}/0/{trace.trace_id}/{r}"
                 steps[job_id] = 0
                 jobs.append(ReplayJob(
-                    job_id=job_id, seq=len(jobs), trace=payload, perturbation_id=control.id, node=control.node,
+                    job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=control.id,
+                    node=control.node,
                     occurrence=control.occurrence, op=control.op, params={}, repeat=r,
                 ))
     return jobs, steps, left_out
@@ -362,10 +377,11 @@ def run_campaign(
                 cache_dir=spec.analysis.cache_dir,
             )
             write_profile(profile, out / "observational")
-            result = _replay_all(spec, base_dir, out, client, traces, profile.graph, ledger, run_id,
+            jobs, steps, left_out = expand_jobs(spec, traces)
+            result = _replay_all(spec, base_dir, out, client, jobs, left_out, profile.graph, ledger, run_id,
                                  _executor(spec, executor, address), redactor, progress_stream)
             if result.complete:
-                _write_results(spec, out, ledger, profile, result, traces, progress_stream)
+                _write_results(spec, out, ledger, profile, result, traces, jobs, steps, progress_stream)
     finally:
         ledger.close()
     result.seconds = round(time.perf_counter() - t0, 3)
@@ -407,25 +423,21 @@ class _Committer(threading.Thread):
         stop = False
         while not stop:
             batch = [self.queue.get()]
-            # gather what finishes in the next moment too: fewer, larger transactions
-            # (a kill loses at most this much finished work, which a resume runs again)
+            # gather what finishes in the next moment too, then what is already there:
+            # fewer, larger transactions (a kill loses at most this much finished work,
+            # which a resume runs again); None, the last item ever put, ends the thread
             deadline = time.monotonic() + self.gather_s
-            while len(batch) < self.max_batch and None not in batch and time.monotonic() < deadline:
+            while batch[-1] is not None and len(batch) < self.max_batch:
                 try:
                     batch.append(self.queue.get(timeout=max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     break
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = None in batch
-            items = [(job_id, self.seq[job_id], self.redactor.data(data)) for job_id, data in
-                     (b for b in batch if b is not None)]
+            stop = batch[-1] is None
             if self.error is not None:
-                continue
+                continue  # drain until the end; close() reports the error
             try:
+                items = [(job_id, self.seq[job_id], self.redactor.data(data)) for job_id, data in
+                         (b for b in batch if b is not None)]
                 self.ledger.commit(items)
                 for job_id, _, data in items:
                     self.on_committed(job_id, data)
@@ -452,10 +464,10 @@ def replay_context(spec: CampaignSpec, base_dir: Path, client: LLMClient, graph:
 
 
 def _replay_all(
-    spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, traces: list[Trace], graph: PipelineGraph,
-    ledger: Ledger, run_id: str, executor: Executor, redactor: Redactor, stream: TextIO | None,
+    spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, jobs: list[ReplayJob],
+    left_out: dict[str, int], graph: PipelineGraph, ledger: Ledger, run_id: str, executor: Executor,
+    redactor: Redactor, stream: TextIO | None,
 ) -> CampaignResult:
-    jobs, _, left_out = expand_jobs(spec, traces)
     done = ledger.done()
     todo = [j for j in jobs if j.job_id not in done]
     mode = ReplayMode(
@@ -511,9 +523,8 @@ def _replay_all(
 
 
 def _pair_rows(spec: CampaignSpec, out: Path, ledger: Ledger, traces: list[Trace], graph: PipelineGraph,
-               stream: TextIO | None) -> list[dict[str, Any]]:
+               jobs: list[ReplayJob], steps: dict[str, int], stream: TextIO | None) -> list[dict[str, Any]]:
     """Every job's pair row, in job order, from the ledger; writes ``replays.jsonl`` on the way."""
-    jobs, steps, _ = expand_jobs(spec, traces)
     jobs_by_id = {j.job_id: j for j in jobs}
     by_id = {t.trace_id: t for t in traces}
     store = EmbeddingStore(
@@ -566,10 +577,10 @@ def _pair_rows(spec: CampaignSpec, out: Path, ledger: Ledger, traces: list[Trace
 
 
 def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, result: CampaignResult,
-                   traces: list[Trace], stream: TextIO | None) -> None:
+                   traces: list[Trace], jobs: list[ReplayJob], steps: dict[str, int], stream: TextIO | None) -> None:
     from quiver import campaign_estimates, interventional_report
 
-    rows = _pair_rows(spec, out, ledger, traces, profile.graph, stream)
+    rows = _pair_rows(spec, out, ledger, traces, profile.graph, jobs, steps, stream)
     _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
     perturbations = [{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}

@@ -13,7 +13,8 @@ QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
 4. **Measures**, from each replay's pair with its recorded baseline: d_i, the node
    distance of the changed node (and each of its fields' distances, which show what
    the change moved, e.g. only an observability field, whose role weight is 0); the
-   D_shape and D_iter > 0 indicators; the distance of every downstream node. Per arm the mean (rate) over probes with the 95% interval of a
+   D_shape and D_iter > 0 indicators; the distance of every downstream node. Per arm
+   the mean (rate) over probes with the 95% interval of a
    bootstrap over probe inputs; and candidate minus current, paired replay by replay
    (same probe, same repeat), with the same resamples.
 5. **Verdict** (``fail``, exit 1) when
@@ -46,7 +47,6 @@ an endpoint that failed replays.
 from __future__ import annotations
 
 import json
-import random
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -73,7 +73,7 @@ from quiver.replay import ReplayMode, ReplayResult, pair_results
 from quiver.replay._executors import ReplayJob
 
 from ._analysis import write_profile
-from ._campaign import _baseline, _executor, _graph, check_spec, replay_context
+from ._campaign import _baseline, _executor, _graph, check_spec, eligible_traces, replay_context, sample_traces
 from ._campaign_spec import CampaignSpec
 from ._recording import open_llm
 
@@ -164,7 +164,8 @@ def _load_profile(spec: CampaignSpec, profile_dir: Path | None, base_dir: Path, 
 
 
 def _changed_node(template: str, traces: Sequence[Trace]) -> str:
-    nodes = sorted({c.node for t in traces for c in t.calls if c.prompt is not None and c.prompt.template_id == template})
+    nodes = sorted({c.node for t in traces for c in t.calls
+                    if c.prompt is not None and c.prompt.template_id == template})
     if not nodes:
         used = sorted({c.prompt.template_id for t in traces for c in t.calls
                        if c.prompt is not None and c.prompt.template_id})
@@ -179,23 +180,21 @@ def _changed_node(template: str, traces: Sequence[Trace]) -> str:
 
 
 def _probes(traces: Sequence[Trace], node: str, n: int, seed: int, template: str) -> list[Trace]:
-    eligible = [t for t in traces if t.status == "ok" and any(c.node == node and c.occurrence == 0 for c in t.calls)]
+    eligible = eligible_traces(traces, node)
     if not eligible:
         raise QuiverError(f"no ok baseline trace ran node {node!r}: nothing to probe")
-    if len(eligible) <= n:
-        return eligible
-    keep = set(random.Random(f"{seed}|{template}").sample(range(len(eligible)), n))
-    return [t for i, t in enumerate(eligible) if i in keep]
+    return sample_traces(eligible, n, seed, template)
 
 
 def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int) -> list[ReplayJob]:
     jobs: list[ReplayJob] = []
+    payloads = [trace.model_dump(mode="json") for trace in probes]  # one JSON form per probe, shared by its jobs
     for arm in ("candidate", "current"):
-        for trace in probes:
+        for trace, payload in zip(probes, payloads):
             for r in range(repeats):
                 jobs.append(ReplayJob(
                     job_id=f"{template}/{arm}/{trace.trace_id}/{r}", seq=len(jobs),
-                    trace=trace.model_dump(mode="json"), perturbation_id=f"gate:{template}:{arm}", node=node,
+                    trace=payload, perturbation_id=f"gate:{template}:{arm}", node=node,
                     occurrence=0, op="", params={}, repeat=r,
                     templates={template: str(path)} if arm == "candidate" else {},
                 ))
