@@ -99,7 +99,6 @@ class _Worker:
         from ._pipeline import load_pipeline
 
         os.environ.update(context.environment)
-        _warm_openai_models()
         self.fn = load_pipeline(context.pipeline, Path(context.base_dir))
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
@@ -137,30 +136,6 @@ class _Worker:
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return result.to_json()
-
-
-def _warm_openai_models() -> None:
-    """Build the SDK's response models once, before replay threads parse responses.
-
-    The openai SDK builds its pydantic response types lazily; in a fresh process
-    (a Ray worker) several threads parsing their first responses at once can race in
-    that build (``BaseModel cannot be instantiated directly``). One parse here, alone,
-    builds them.
-    """
-    from openai._models import construct_type
-    from openai.types.chat import ChatCompletion
-
-    sample = {
-        "id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "logprobs": {"content": [{"token": "ok", "logprob": -0.1, "bytes": [111, 107],
-                                               "top_logprobs": [{"token": "ok", "logprob": -0.1,
-                                                                 "bytes": [111, 107]}]}]},
-                     "message": {"role": "assistant", "content": "ok"}}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-    ChatCompletion.model_validate(sample)
-    construct_type(type_=ChatCompletion, value=sample)
 
 
 _BASELINES_KEPT = 4096

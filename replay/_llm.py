@@ -7,6 +7,14 @@ It retries rate limits (honouring ``retry-after-ms`` / ``Retry-After``), 5xx, ti
 connection errors and malformed bodies with exponential backoff (tenacity), and counts
 every retry by reason.
 
+Requests go through the SDK's generic ``post`` (its documented way to make a request it
+has no typed method for) with the body as the engine built it, and the answer is read as
+the JSON body: the SDK's own transport, headers, timeouts and error types, without its
+per-call walk of the request through the typed parameter schema and the building of a
+typed response object. Those two cost about as much CPU as the HTTP exchange itself,
+and at campaign scale the driver's CPU is what bounds the replay rate. A body that is
+not a chat completion (no ``choices``) counts as malformed, like one that is not JSON.
+
 Inside a recorded trace each chat call records the replay contract (QUIVER.md §12) on
 the current ``llm`` node call, or on a child ``llm`` call it opens when there is none:
 model name, reported version and sampling parameters; template id and hash, assembled
@@ -35,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
     AsyncRetrying,
@@ -111,9 +118,34 @@ def _reason(exc: BaseException) -> str | None:
         return "connection"
     if isinstance(exc, openai.APIStatusError):
         return "server_error" if exc.status_code >= 500 or exc.status_code in (408, 409) else None
-    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError)):
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, MalformedCompletion)):
         return "malformed"
     return None
+
+
+class MalformedCompletion(ValueError):
+    """A response body that is JSON but not a chat completion."""
+
+
+def _completion(body: Any) -> dict[str, Any]:
+    """The chat completion in a response body (bytes or parsed JSON); raises
+    :class:`json.JSONDecodeError` or :class:`MalformedCompletion`."""
+    data = json.loads(body) if isinstance(body, (bytes, str)) else body
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict) \
+            or not isinstance(choices[0].get("message"), dict):
+        raise MalformedCompletion(f"the response is not a chat completion (no choices with a message): {str(body)[:200]}")
+    return data
+
+
+def _logprob(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``logprobs.content`` entry with every field of the SDK's type present."""
+    top = [{"token": t.get("token"), "bytes": t.get("bytes"), "logprob": t.get("logprob"),
+            **{k: v for k, v in t.items() if k not in ("token", "bytes", "logprob")}}
+           for t in entry.get("top_logprobs") or []]
+    return {"token": entry.get("token"), "bytes": entry.get("bytes"), "logprob": entry.get("logprob"),
+            "top_logprobs": top,
+            **{k: v for k, v in entry.items() if k not in ("token", "bytes", "logprob", "top_logprobs")}}
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -264,6 +296,8 @@ class LLMClient:
         return _PendingChat.open(self, model, params, prompt, options.get("name"))
 
     def _request(self, call: _PendingChat) -> dict[str, Any]:
+        """The request body, and the sample key header as ``extra_headers`` (the response
+        cache's key covers both)."""
         body: dict[str, Any] = {
             "model": call.model,
             "messages": [m.model_dump() for m in call.prompt.assembled],
@@ -296,12 +330,12 @@ class LLMClient:
             "reraise": True,
         }
 
-    def _cache_key(self, call: _PendingChat) -> str | None:
+    def _cache_key(self, call: _PendingChat, request: dict[str, Any]) -> str | None:
         if self.cache is None or not call.sample_key or not _cache_enabled.get():
             return None
-        return self.cache.key(self._request(call), call.sample_key)
+        return self.cache.key(request, call.sample_key)
 
-    def _cached(self, key: str | None) -> Any:
+    def _cached(self, key: str | None) -> dict[str, Any] | None:
         if key is None:
             return None
         hit = self.cache.get(key) if self.cache is not None else None
@@ -309,41 +343,51 @@ class LLMClient:
             return None
         with self._lock:
             self.stats["cache_hits"] += 1
-        return ChatCompletion.model_validate(hit)
+        return _completion(hit)
 
-    def _store(self, key: str | None, response: Any) -> None:
+    def _store(self, key: str | None, response: dict[str, Any]) -> None:
         if key is not None and self.cache is not None:
-            self.cache.put(key, response.model_dump(mode="json"))
+            self.cache.put(key, response)
 
-    def _send_sync(self, call: _PendingChat) -> tuple[Any, int]:
-        key = self._cache_key(call)
+    @staticmethod
+    def _post_args(request: dict[str, Any]) -> dict[str, Any]:
+        body = dict(request)
+        headers = body.pop("extra_headers", None)
+        return {"cast_to": bytes, "body": body, "options": {"headers": headers} if headers else {}}
+
+    def _send_sync(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+        request = self._request(call)
+        key = self._cache_key(call, request)
         cached = self._cached(key)
         if cached is not None:
             return cached, 0
+        args = self._post_args(request)
         attempts = 0
         try:
             for attempt in Retrying(**self._retrying_kwargs(call)):
                 with attempt:
                     attempts += 1
-                    response = self._sync.chat.completions.create(**self._request(call))
+                    response = _completion(self._sync.post("/chat/completions", **args))
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
             raise _mapped(exc, attempts) from exc
         raise LLMUnavailable("no attempt was made")  # pragma: no cover - tenacity always tries once
 
-    async def _send_async(self, call: _PendingChat) -> tuple[Any, int]:
-        key = self._cache_key(call)
+    async def _send_async(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+        request = self._request(call)
+        key = self._cache_key(call, request)
         cached = self._cached(key)
         if cached is not None:
             return cached, 0
         client = self._async_client()
+        args = self._post_args(request)
         attempts = 0
         try:
             async for attempt in AsyncRetrying(**self._retrying_kwargs(call)):
                 with attempt:
                     attempts += 1
-                    response = await client.chat.completions.create(**self._request(call))
+                    response = _completion(await client.post("/chat/completions", **args))
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
@@ -361,20 +405,20 @@ class LLMClient:
                 self._async[loop] = client
         return client
 
-    def _finish(self, call: _PendingChat, response: Any, attempts: int) -> ChatResult:
-        choice = response.choices[0]
-        content = choice.message.content or ""
+    def _finish(self, call: _PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
+        choice = response["choices"][0]
+        content = choice["message"].get("content") or ""
         logprobs = None
-        if getattr(choice, "logprobs", None) is not None and choice.logprobs.content is not None:
-            logprobs = [to_jsonable(t) for t in choice.logprobs.content]
-        usage = to_jsonable(response.usage) if response.usage is not None else {}
-        usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        choice_logprobs = choice.get("logprobs")
+        if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
+            logprobs = [_logprob(t) for t in choice_logprobs["content"]]
+        usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
         data = _parse_json(content, call) if _wants_json(call.params) else None
         result = ChatResult(
-            content=content, data=data, model=response.model, usage=usage, logprobs=logprobs,
+            content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
             attempts=max(attempts, 1),
         )
-        call.succeed(result, choice.finish_reason, getattr(response, "system_fingerprint", None))
+        call.succeed(result, choice.get("finish_reason"), response.get("system_fingerprint"))
         if attempts == 0:  # answered from the response cache
             return result
         with self._lock:
