@@ -19,6 +19,7 @@ redaction: a hash does not reveal the text, and replay compares hashes of live i
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterable
@@ -101,6 +102,29 @@ class Redactor:
         except re.error:
             self._any = None
         self._seen: dict[str, str] = {}
+        self._quick = self._quick_check(extra_literals)
+
+    def _quick_check(self, literals: list[str]) -> re.Pattern[str] | None:
+        """A pattern that matches the JSON text of any data the rules would change.
+
+        A match of a built-in rule is made of characters JSON writes as they are (the
+        key, e-mail and token alphabets), so it is found in the JSON text too, except
+        for the whitespace after ``Bearer``, which JSON may escape: the check looks for
+        the word alone. A literal is looked for as written and as JSON escapes it. Any
+        match, true or not, sends the data through the rules one string at a time.
+        None (no quick check) with user patterns or field paths, which are not reasoned
+        about.
+        """
+        if self.config.patterns or self._fields:
+            return None
+        checks = [re.escape(form) for s in literals for form in {s, json.dumps(s)[1:-1]}]
+        if self.config.api_keys:
+            checks += _API_KEY_PATTERNS
+        if self.config.bearer_tokens:
+            checks.append(r"(?i:bearer)")
+        if self.config.emails:
+            checks.append(_EMAIL_PATTERN)
+        return re.compile("|".join(f"(?:{c})" for c in checks)) if checks else None
 
     def text(self, value: str) -> str:
         """Return ``value`` with every matching span replaced."""
@@ -123,6 +147,20 @@ class Redactor:
         if self._fields:
             return self._walk(value, ())
         return self._walk_all(value)
+
+    def encode(self, value: Any) -> tuple[Any, str]:
+        """A redacted copy of JSON data and its JSON text (keys sorted).
+
+        When the text shows that no rule can match (see :meth:`_quick_check`), ``value``
+        itself is returned with the text, without walking it string by string.
+        """
+        text = json.dumps(value, sort_keys=True)
+        if not self._rules and not self._fields:
+            return value, text
+        if self._quick is not None and self._quick.search(text) is None:
+            return value, text
+        redacted = self.data(value)
+        return redacted, json.dumps(redacted, sort_keys=True)
 
     def _replacement(self, kind: str) -> str:
         return self.config.replacement.replace("{kind}", kind)

@@ -436,10 +436,9 @@ class _Committer(threading.Thread):
             if self.error is not None:
                 continue  # drain until the end; close() reports the error
             try:
-                items = [(job_id, self.seq[job_id], self.redactor.data(data)) for job_id, data in
-                         (b for b in batch if b is not None)]
-                self.ledger.commit(items)
-                for job_id, _, data in items:
+                items = [(job_id, *self.redactor.encode(data)) for job_id, data in (b for b in batch if b is not None)]
+                self.ledger.commit([(job_id, self.seq[job_id], text) for job_id, _, text in items])
+                for job_id, data, _ in items:
                     self.on_committed(job_id, data)
             except BaseException as exc:  # reported by close()
                 self.error = exc

@@ -73,15 +73,17 @@ class Ledger:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
 
-    def commit(self, items: Sequence[tuple[str, int, dict[str, Any]]]) -> int:
-        """Write finished replays ``(job_id, seq, data)`` in one transaction.
+    def commit(self, items: Sequence[tuple[str, int, dict[str, Any] | str]]) -> int:
+        """Write finished replays ``(job_id, seq, data)`` in one transaction; ``data`` is
+        a replay's JSON object, or its JSON text already encoded (keys sorted).
 
         Returns:
             How many were new (a job already in the ledger is left as it is).
         """
         if not items:
             return 0
-        encoded = [(job_id, seq, json.dumps(data, sort_keys=True)) for job_id, seq, data in items]
+        encoded = [(job_id, seq, data if isinstance(data, str) else json.dumps(data, sort_keys=True))
+                   for job_id, seq, data in items]
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:

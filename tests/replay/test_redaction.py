@@ -78,3 +78,47 @@ def test_builtin_patterns_cover_common_credentials() -> None:
         "auth: [REDACTED:bearer] mail [REDACTED:email]"
     )
     assert redactor.text("nothing secret in sk-short") == "nothing secret in sk-short"
+
+
+def test_encode_agrees_with_the_walk_string_by_string() -> None:
+    """``Redactor.encode`` skips the walk when the JSON text shows nothing to redact;
+    wherever the rules would change a string (including after a ``Bearer`` that JSON
+    escapes, and literals JSON escapes), it redacts exactly as :meth:`Redactor.data`."""
+    import json
+    import random
+
+    literal = 'p\u00e4ss"wo\\rd\n42'
+    redactor = Redactor(literals=[literal])
+    pieces = [
+        "plain text", "Bearer\tabcDEF123.xyz", "bearer\nabc", "Authorization: BEARER  tok=", API_KEY, EMAIL,
+        literal, f"x{literal}y", "caf\u00e9 \u2003 \"quoted\" back\\slash", "ghp_" + "a" * 36, "x@y", "\u00e9@x.org",
+        "sk-short", "AKIA" + "B" * 16, "line\nbreak\ttab", "",
+    ]
+    rng = random.Random(7)
+    quick = 0
+    for _ in range(300):
+        value = {
+            rng.choice(pieces): [rng.choice(pieces), rng.randint(0, 9), None],
+            "calls": [{"output": "fixed", "nested": {"k": rng.choice(pieces)}}],
+        }
+        redacted, text = redactor.encode(value)
+        expected = redactor.data(value)
+        assert redacted == expected
+        assert text == json.dumps(expected, sort_keys=True)
+        quick += redacted is value
+    assert 0 < quick < 300  # both paths were taken
+
+    for secret in ("Bearer\tabcDEF123", API_KEY, literal, EMAIL):
+        _, text = redactor.encode({"a": [f"see {secret} here"]})
+        assert json.dumps(secret)[1:-1] not in text and "[REDACTED:" in text
+
+
+def test_encode_walks_whenever_user_patterns_or_fields_are_set() -> None:
+    """No quick check is made for rules it cannot reason about: anchored user patterns
+    still apply to each string as a whole."""
+    redactor = Redactor(RedactionConfig(patterns=[r"^id-\d+$"]))
+    redacted, text = redactor.encode({"a": "id-42", "b": "an id-42 inside"})
+    assert redacted == {"a": "[REDACTED:pattern]", "b": "an id-42 inside"}
+    redactor = Redactor(RedactionConfig(fields=["**.password"]))
+    redacted, _ = redactor.encode({"user": {"password": "hunter2"}})
+    assert redacted == {"user": {"password": "[REDACTED:field]"}}
