@@ -64,6 +64,7 @@ from quiver.replay import (
 from quiver.perturbations import get_operator
 from quiver.replay._pairing import seen_part
 from quiver.replay._executors import Executor, LocalExecutor, RayExecutor, ReplayContext, ReplayJob
+from quiver.replay._replay import sample_ids
 
 from ._analysis import write_profile
 from ._campaign_spec import CampaignSpec, PerturbationSpec
@@ -161,6 +162,7 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
             payloads[trace.trace_id] = trace.model_dump(mode="json")
         return payloads[trace.trace_id]
 
+    keyed = sample_ids(traces)
     for p in spec.perturbations:
         chosen = select_traces(spec, p, traces)
         left_out[p.id] = len(traces) - len(chosen)
@@ -174,7 +176,7 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
                     steps[job_id] = step
                     jobs.append(ReplayJob(
                         job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=pid, node=p.node,
-                        occurrence=p.occurrence, op=p.op, params=params, repeat=r,
+                        occurrence=p.occurrence, op=p.op, params=params, repeat=r, sample_id=keyed[trace.trace_id],
                     ))
     for control in {c.id: c for c in controls(spec, traces).values()}.values():
         for trace in control.traces:
@@ -185,6 +187,7 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
                     job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=control.id,
                     node=control.node,
                     occurrence=control.occurrence, op=control.op, params={}, repeat=r,
+                    sample_id=keyed[trace.trace_id],
                 ))
     return jobs, steps, left_out
 

@@ -71,6 +71,7 @@ from quiver._traceio import load_traces
 from quiver._yamlspec import load_spec
 from quiver.replay import ReplayMode, ReplayResult, pair_results
 from quiver.replay._executors import ReplayJob
+from quiver.replay._replay import sample_ids
 
 from ._analysis import write_profile
 from ._campaign import _baseline, _executor, _graph, check_spec, eligible_traces, replay_context, sample_traces
@@ -189,6 +190,7 @@ def _probes(traces: Sequence[Trace], node: str, n: int, seed: int, template: str
 def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int) -> list[ReplayJob]:
     jobs: list[ReplayJob] = []
     payloads = [trace.model_dump(mode="json") for trace in probes]  # one JSON form per probe, shared by its jobs
+    keyed = sample_ids(probes)
     for arm in ("candidate", "current"):
         for trace, payload in zip(probes, payloads):
             for r in range(repeats):
@@ -196,7 +198,7 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
                     job_id=f"{template}/{arm}/{trace.trace_id}/{r}", seq=len(jobs),
                     trace=payload, perturbation_id=f"gate:{template}:{arm}", node=node,
                     occurrence=0, op="", params={}, repeat=r,
-                    templates={template: str(path)} if arm == "candidate" else {},
+                    templates={template: str(path)} if arm == "candidate" else {}, sample_id=keyed[trace.trace_id],
                 ))
     return jobs
 

@@ -216,6 +216,7 @@ def _perturb(
 ) -> int:
     from quiver.perturbations import make_operator
     from quiver.replay import Target, pair_results, replay_trace
+    from quiver.replay._replay import sample_ids
 
     if client is None:
         raise QuiverError(
@@ -228,11 +229,12 @@ def _perturb(
     if not eligible:
         raise QuiverError(f"no trace has a call {target.node}#{target.occurrence} to perturb ({len(traces)} trace(s) read)")
     jobs = [(t, r) for t in eligible for r in range(args.repeats)]
+    keyed = sample_ids(traces)
     results = _replay_all(
         args, jobs,
         lambda t, r: replay_trace(
             t, fn, target=target, operator=operator, perturbation_id=args.id, repeat=r, seed=args.seed,
-            mode=mode, client=client, graph=graph, base_dir=base,
+            mode=mode, client=client, graph=graph, base_dir=base, sample_id=keyed[t.trace_id],
         ),
     )
     pairs = pair_results(results, graph, epsilon=args.epsilon, embedder=args.embedder, cache_dir=args.cache)

@@ -66,6 +66,9 @@ class ReplayJob:
     repeat: int
     templates: dict[str, str] = field(default_factory=dict)
     """Template id -> replacement in force for the whole replay (a template change deployed)."""
+    sample_id: str = ""
+    """What the replay's sample key derives from (empty: the baseline's
+    :func:`~quiver.replay._replay.replay_identity`)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ class _Worker:
                 operator=make_operator(job.op, job.params) if job.op else None,
                 perturbation_id=job.perturbation_id, repeat=job.repeat, seed=self.context.seed, mode=self.mode,
                 client=self.client, graph=self.graph, base_dir=Path(self.context.base_dir),
-                run_id=self.context.run_id, templates=job.templates or None,
+                run_id=self.context.run_id, templates=job.templates or None, sample_id=job.sample_id or None,
             )
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}

@@ -50,6 +50,7 @@ import hashlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,8 @@ __all__ = [
     "replay_trace",
     "replay_many",
     "replay_sample_key",
+    "replay_identity",
+    "sample_ids",
 ]
 
 log = logging.getLogger("quiver.replay")
@@ -212,13 +215,39 @@ class ReplayResult:
         )
 
 
-def replay_sample_key(seed: int, trace_id: str, perturbation_id: str, repeat: int) -> str:
-    """The base sample key of one replay: (campaign seed, trace, perturbation, repeat).
+def replay_sample_key(seed: int, sample_id: str, perturbation_id: str, repeat: int) -> str:
+    """The base sample key of one replay: (campaign seed, the baseline's
+    :func:`replay_identity`, perturbation, repeat).
 
     Live calls derive theirs from it and their call path, so a repeated or resumed
     replay asks for the same samples and different repeats get different ones.
     """
-    return hashlib.sha256(f"{seed}|{trace_id}|{perturbation_id}|{repeat}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{seed}|{sample_id}|{perturbation_id}|{repeat}".encode()).hexdigest()[:32]
+
+
+def replay_identity(trace: Trace) -> str:
+    """What a replay of ``trace`` derives its sample key from.
+
+    A trace the engine recorded has the id ``run_id/input_id/repeat``, and its own
+    samples came from (seed, input id, repeat) alone: two recordings of the same inputs
+    with the same seed hold the same traces under other run ids. Its identity is
+    ``input_id/repeat``, so that a campaign on either recording replays with the same
+    draws and gives the same numbers. Any other trace (an imported one) is identified
+    by its trace id. Where a corpus joins two recordings of the same inputs, identities
+    repeat; a campaign then keys those traces by their trace ids (see
+    :func:`sample_ids`).
+    """
+    if trace.trace_id == f"{trace.run_id}/{trace.input_id}/{trace.repeat}":
+        return f"{trace.input_id}/{trace.repeat}"
+    return trace.trace_id
+
+
+def sample_ids(traces: Sequence[Trace]) -> dict[str, str]:
+    """Trace id -> the id its replays are keyed by: :func:`replay_identity`, or the
+    trace id for traces whose identity another trace of the corpus shares."""
+    counts = Counter(replay_identity(t) for t in traces)
+    return {t.trace_id: ident if counts[ident] == 1 else t.trace_id
+            for t, ident in ((t, replay_identity(t)) for t in traces)}
 
 
 # --------------------------------------------------------------------------- paths
@@ -594,6 +623,7 @@ def replay_trace(
     base_dir: Path | None = None,
     run_id: str = "replay",
     templates: Mapping[str, str] | None = None,
+    sample_id: str | None = None,
 ) -> ReplayResult:
     """Replay one recorded trace, with ``operator`` applied at ``target`` if given.
 
@@ -619,6 +649,8 @@ def replay_trace(
             template change deployed: the target and its later occurrences). Calls
             served from the recording are not rendered, so what lies upstream of the
             target is unaffected.
+        sample_id: What the replay's sample key derives from (default:
+            :func:`replay_identity` of ``baseline``).
 
     Raises:
         ReplayError: ``target`` is not in the trace, an operator was given without one,
@@ -629,7 +661,8 @@ def replay_trace(
     pid = perturbation_id or (operator.name if operator is not None else "check")
     builder = ReplayBuilder(
         baseline, trace_id=f"{baseline.trace_id}~{pid}/{repeat}", run_id=run_id,
-        sample_key=replay_sample_key(seed, baseline.trace_id, pid, repeat), mode=mode or ReplayMode(),
+        sample_key=replay_sample_key(seed, sample_id or replay_identity(baseline), pid, repeat),
+        mode=mode or ReplayMode(),
         target=target, operator=operator, graph=graph, client=client, base_dir=base_dir,
     )
     t0 = time.perf_counter()

@@ -224,6 +224,28 @@ def test_ray_executor_gives_the_same_pairs_and_numbers(
     )
 
 
+def test_another_recording_of_the_same_inputs_gives_the_same_numbers(
+    baseline: Path, reference: Path, tmp_path: Path
+) -> None:
+    """Recording again with the same seed gives the same traces under another run id;
+    replays are keyed by (input, repeat), not by that id, so the campaign's pairs and
+    numbers are the same."""
+    lines = baseline.read_text().splitlines()
+    old = json.loads(lines[0])["run_id"]
+    new = "20990101T000000Z-abcdef"
+    assert all(json.loads(line)["trace_id"].startswith(f"{old}/") for line in lines)
+    again = tmp_path / "again.jsonl"
+    again.write_text("".join(line.replace(old, new) + "\n" for line in lines))
+    result = run_campaign(_spec(tmp_path, again, "run"), progress_stream=None)
+    assert result.complete and result.status.get("failed", 0) == 0
+    pairs = (tmp_path / "run" / "pairs.jsonl").read_text()
+    assert new in pairs and old not in pairs
+    assert pairs.replace(new, old) == (reference / "pairs.jsonl").read_text()
+    assert json.loads((tmp_path / "run" / "campaign.json").read_text().replace(new, old)) == json.loads(
+        (reference / "campaign.json").read_text()
+    )
+
+
 CLUSTER = textwrap.dedent("""
     import json, sys
     import ray
