@@ -26,13 +26,16 @@ QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
      is above 0.
    Otherwise ``pass`` (exit 0) with the nodes to re-evaluate.
 6. **Re-evaluate** (the impact set, §9), an engine choice where the paper is open: when
-   the candidate's d_i does not exceed the current template's (the lower end of the
-   interval of the difference is not above 0) the change is within the node's own noise
-   and nothing is listed; otherwise every node of the profile's impact set at ``alpha``
+   the candidate's d_i does not exceed the current template's by more than the analysis'
+   epsilon (the lower end of the interval of the difference is not above epsilon, the
+   smallest distance the engine counts as a change, QUIVER.md §13) the change is within
+   the node's own noise and nothing is listed; otherwise every node of the profile's impact set at ``alpha``
    (a path with sigma(p) > alpha), every direct successor whose drift budget
    tau_ij@alpha is below d_i, and every loop-body node whose beta_shape is below d_i.
-   Downstream nodes whose measured distance rose (interval of the difference above 0)
-   are listed too, as measured.
+   Downstream nodes whose measured distance rose (interval of the difference above
+   epsilon) are listed too, as measured. Without the epsilon margin, a rewording whose
+   rewrites move by 0.003 on average (+0.0026 [+0.0008, +0.0045] over 100 pairs) was
+   "out of noise" and listed the rewriter's whole impact set.
 
 The profile: ``--profile RUN_DIR`` (a ``quiver run`` folder: ``observational/profile.json``,
 ``campaign.json``, and its ``baseline/`` when the spec records one), else the spec's
@@ -211,16 +214,18 @@ def _est(e: Estimate) -> dict[str, Any]:
     return {"value": d["value"], "ci": d["value_ci"], "n": d["value_n"]}
 
 
-def _above(e: Estimate) -> bool:
-    return e.value is not None and e.ci is not None and e.ci[0] > 1e-12
+def _above(e: Estimate, margin: float = 0.0) -> bool:
+    """The lower end of ``e``'s interval is above ``margin`` (beyond round-off)."""
+    return e.value is not None and e.ci is not None and e.ci[0] > margin + 1e-12
 
 
-def _compare(boot: GroupBootstrap, cand: np.ndarray, curr: np.ndarray) -> dict[str, Any]:
-    """Per arm the mean, and candidate - current paired slot by slot (NaN slots left out)."""
+def _compare(boot: GroupBootstrap, cand: np.ndarray, curr: np.ndarray, margin: float = 0.0) -> dict[str, Any]:
+    """Per arm the mean, and candidate - current paired slot by slot (NaN slots left out);
+    ``rises`` when the difference's interval lies above ``margin``."""
     both = np.isfinite(cand) & np.isfinite(curr)
     diff = boot.mean(np.where(both, cand - curr, 0.0), both)
     return {"candidate": _est(boot.mean(cand, np.isfinite(cand))), "current": _est(boot.mean(curr, np.isfinite(curr))),
-            "difference": _est(diff), "rises": _above(diff)}
+            "difference": _est(diff), "rises": _above(diff, margin)}
 
 
 def _beta(node: str, profile: _Profile) -> dict[str, Any]:
@@ -261,7 +266,7 @@ def _impact(node: str, d_i: float | None, drifts: bool, profile: _Profile, alpha
 
 def _candidate(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int,
                pairs: Sequence[Any], graph: PipelineGraph, profile: _Profile, alpha: float,
-               resamples: int, seed: int) -> dict[str, Any]:
+               resamples: int, seed: int, epsilon: float) -> dict[str, Any]:
     n = len(probes) * repeats
     cand, curr = pairs[:n], pairs[n:]
     inputs = sorted({p.input_id for p in probes})
@@ -272,19 +277,19 @@ def _candidate(template: str, path: Path, node: str, probes: Sequence[Trace], re
     def col(rows: Sequence[Any], f: Any) -> np.ndarray:
         return np.array([np.nan if (v := f(r)) is None else float(v) for r in rows], dtype=np.float64)
 
-    d_i = _compare(boot, col(cand, lambda p: p.d.get(node)), col(curr, lambda p: p.d.get(node)))
+    d_i = _compare(boot, col(cand, lambda p: p.d.get(node)), col(curr, lambda p: p.d.get(node)), epsilon)
     rates = {
         "D_shape": _compare(boot, col(cand, lambda p: float(p.d_shape)), col(curr, lambda p: float(p.d_shape))),
         "D_iter": _compare(boot, col(cand, lambda p: float(p.d_iter > 0)), col(curr, lambda p: float(p.d_iter > 0))),
     }
     downstream = {
-        v: _compare(boot, col(cand, lambda p, v=v: p.d.get(v)), col(curr, lambda p, v=v: p.d.get(v)))
+        v: _compare(boot, col(cand, lambda p, v=v: p.d.get(v)), col(curr, lambda p, v=v: p.d.get(v)), epsilon)
         for v in downstream_nodes(graph, node)
     }
     names = sorted({f for p in pairs for f in (p.fields.get(node) or {})})
     fields = {
         f: _compare(boot, col(cand, lambda p, f=f: (p.fields.get(node) or {}).get(f)),
-                    col(curr, lambda p, f=f: (p.fields.get(node) or {}).get(f)))
+                    col(curr, lambda p, f=f: (p.fields.get(node) or {}).get(f)), epsilon)
         for f in names
     }
     beta = _beta(node, profile)
@@ -307,7 +312,7 @@ def _candidate(template: str, path: Path, node: str, probes: Sequence[Trace], re
         "inputs": len(inputs), "pairs": {"candidate": len(cand), "current": len(curr)},
         "d_i": d_i, "fields": fields, "rates": rates, "beta_shape": beta, "downstream": downstream,
         "verdict": "fail" if failures else "pass", "failures": failures,
-        "within_noise": not d_i["rises"], "re_evaluate": impact, "moved": moved,
+        "within_noise": not d_i["rises"], "epsilon": epsilon, "re_evaluate": impact, "moved": moved,
         # failing on the rates alone while the node itself did not drift: possibly the
         # rate test's own false alarm (reported as such, the verdict stands)
         "rates_only_within_noise": bool(failures) and not d_i["rises"]
@@ -389,7 +394,7 @@ def run_gate(
                 raise QuiverError(f"{len(bad)} gate replay(s) of {template} did not pair cleanly (status "
                                   f"{bad[0].status}); the first: {bad[0].trace_id}")
             rows.append(_candidate(template, file, node, chosen, repeats_n, pairs, graph, profile, alpha_v,
-                                   spec.analysis.resamples, seed_n))
+                                   spec.analysis.resamples, seed_n, spec.analysis.epsilon))
     finally:
         store.close()
     verdict = "fail" if any(r["verdict"] == "fail" for r in rows) else "pass"
@@ -448,8 +453,8 @@ def gate_markdown(data: Mapping[str, Any]) -> str:
                           "noise: the rate test's false alarm (about 1 in 40 changes that move nothing, per rate) "
                           "is possible. Gating again at another `--seed` tells the two apart.", ""]
         if c["within_noise"]:
-            lines += [f"d_i does not exceed the current template's own noise at `{c['node']}`: nothing to "
-                      "re-evaluate.", ""]
+            lines += [f"d_i does not exceed the current template's own noise at `{c['node']}` by more than "
+                      f"epsilon = {fmt(c['epsilon'])}: nothing to re-evaluate.", ""]
         elif c["re_evaluate"]:
             lines += ["**Re-evaluate** (impact set):", ""]
             lines += [f"- `{m['node']}`: {'; '.join(m['reasons'])}" for m in c["re_evaluate"]] + [""]

@@ -64,9 +64,7 @@ def strict(gate: Any, support_bot_run: Path, tmp_path_factory: pytest.TempPathFa
 def gate_null_change(gate: Any, out: Path, candidate: str, profile: Path) -> Run:
     """Gate a change that moves nothing the way the README says to: a failure on the rates
     alone, with d_i within the node's own noise, may be the rate test's false alarm (its
-    95% bound allows about 1 in 40 per rate), so it is gated again at another seed. The
-    replays' sample keys come from the baseline's trace ids, which differ between
-    recordings, so which seed draws such an alarm differs from run to run."""
+    95% bound allows about 1 in 40 per rate), so it is gated again at another seed."""
     proc, data = gate(out / "seed1", "--candidate", candidate, "--seed", "1", profile=profile)
     if proc.returncode == 1 and data is not None and data["candidates"][0]["rates_only_within_noise"]:
         assert "Gating again at another `--seed`" in proc.stdout
