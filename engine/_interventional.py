@@ -35,52 +35,7 @@ Choices QUIVER.md leaves open, made here:
   ``graph.dag_edges()`` (loop feedback left out, as for paths), in topological order.
   A node absent from a row's ``d`` counts as None (ran in neither trace).
 * **D_output-only** is D_output with D_shape = D_iter = 0, as observationally.
-* **Betas.** Pairs: the perturbation's effective ok rows with a magnitude. Bins: with a
-  ladder, one bin per ``step``, ordered by the median magnitude of its pairs (a ladder
-  need not be listed in increasing strength; ties by step). Without a ladder, quantile
-  bins of the magnitudes: ``k = min(5, n // 5)`` bins (one when n < 10), filled in
-  increasing magnitude with tied magnitudes kept in one bin, each closed once it holds
-  n / k pairs; a last bin of fewer than 5 pairs is merged into the one before.
-  A bin qualifies when the lower end of the 95% interval of its excess over the control
-  (below) is above 0. The bins are tested *step-down*, from the largest magnitude:
-  while the bins qualify the search goes on to the next smaller one, and it stops at
-  the first that does not. ``value`` is the smallest magnitude *that bifurcated* in the
-  last bin reached (an observed threshold, never a bin edge no pair sat on); none when
-  the largest bin does not qualify. This is the fixed-sequence test of a minimum
-  effective dose (Hsu and Berger 1999): a threshold response is ordered (what changes
-  decisions at one magnitude does at larger ones), and testing in that order keeps the
-  chance of a false threshold at the one-sided 2.5% of a single test, where taking the
-  first qualifying bin from below would have about 12% over five bins (measured on
-  support_bot: a rewriter bin at 0.010-0.019 qualified with +0.065 [+0.015, +0.114] while
-  the bins above it did not). ``max_non_bifurcating`` is the largest magnitude without
-  the beta's own event (no D_shape for beta_shape, D_iter = 0 for beta_iter).
-  ``upper_bound`` counts effective pairs with magnitude strictly below ``value``.
-  ``raw_min`` carries the group-bootstrap interval of a minimum (one-sided by
-  construction, as the observational beta); ``value`` has no interval (a bootstrap of
-  the whole bin search would nest two bootstraps): the bins' rates and excesses, the
-  IQR and ``upper_bound`` say how firm it is.
-* **Control rate, matched trace by trace.** A bin's rate is compared with the noise of
-  *its own traces*. A campaign runs control replays of each target (the target served
-  as recorded for output operators, run live unchanged for execution operators,
-  everything downstream live: the same replays as the perturbations', minus the
-  perturbation). For each effective pair the reference ``o(i)`` is the rate of the
-  event over the control replays of its baseline trace; for a trace without control
-  replays, the observational rate over the same-input pairs of its input (which
-  resamples the whole pipeline, upstream of the target as well, so where upstream
-  nodes are noisy it overstates a replay's noise and the test is conservative). The
-  bin's excess is the group-bootstrap mean of ``event_i - o(i)`` over its pairs with a
-  reference: a paired difference, resampled with the same input groups, so the mix of
-  traces in the bin cancels. ``control_rate`` of a bin is the mean of ``o(i)``,
-  ``control_n`` its pairs with a reference, ``control`` says which references it used.
-  Why not the no-op stratum, as §7 first suggests: which pairs a continuous operator
-  leaves unchanged depends on the input (a prompt swap changes nothing for a small-talk
-  message with an empty rewrite), so the no-op stratum is a different kind of trace
-  from the effective bins, with a different noise (measured on support_bot: no-op
-  D_shape 0.03-0.09 against 0.12-0.21 in effective bins below the threshold), and an
-  unmatched control lets the bins' own noise pass for an effect. When no pair of a bin
-  has a reference, the bin falls back to the perturbation's no-op stratum, else the
-  observational rate over every pair. ``control_replays`` of a perturbation summarises
-  its control's rows (counts, rates, downstream means).
+* **Betas** and their control rates: see :mod:`quiver._betas`.
 * **Negative control.** Per downstream node present in the observational table, the
   one-sided permutation test of §13 against the observational same-input distances *of
   the inputs the no-op pairs came from* (all observational pairs when none of those
@@ -106,18 +61,19 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from ._analyze import Profile
-from ._divergence import DivergenceRates, divergence_rates, group_minimum
+from ._divergence import DivergenceRates, divergence_rates
 from ._errors import QuiverError
-from ._estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, _percentile, _round
+from ._estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, _round
 from ._graph import PipelineGraph
 from ._pairs import PairTable
 from ._sensitivity import DEFAULT_EPSILON
+from ._betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
+from ._intcolumns import TIE, Columns
 
 __all__ = [
     "campaign_estimates",
@@ -138,63 +94,6 @@ STRATA = ("effective", "noop")
 """The strata of §11/§13."""
 RATES = ("D_iter", "D_shape", "D_output", "D_output_only", "D_struct")
 """The divergence rates reported per stratum (QUIVER.md §6)."""
-MIN_BIN_PAIRS = 5
-"""The fewest pairs of a quantile bin of magnitudes."""
-QUANTILE_BINS = 5
-"""The most quantile bins (quintiles)."""
-UPPER_BOUND_PAIRS = 10
-"""Fewer effective pairs than this below ``value`` make it an upper bound (§7)."""
-_TIE = 1e-12
-
-Event = Literal["D_shape", "D_iter"]
-
-
-# --------------------------------------------------------------------------- rows
-
-
-def _float(x: Any) -> float:
-    return np.nan if x is None else float(x)
-
-
-@dataclass(frozen=True)
-class _Columns:
-    """The ok pair rows of a selection, as arrays (NaN where a value is None)."""
-
-    groups: list[str]
-    group: np.ndarray
-    trace: list[str]
-    step: np.ndarray
-    stratum: np.ndarray
-    magnitude: np.ndarray
-    d_iter: np.ndarray
-    d_shape: np.ndarray
-    d_output: np.ndarray
-    d_struct: np.ndarray
-    d: dict[str, np.ndarray]
-
-    @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str]) -> _Columns:
-        groups = sorted({str(r["input_id"]) for r in rows})
-        index = {g: i for i, g in enumerate(groups)}
-        return cls(
-            groups=groups,
-            group=np.array([index[str(r["input_id"])] for r in rows], dtype=np.int64),
-            trace=[str(r.get("trace_id")) for r in rows],
-            step=np.array([int(r.get("step") or 0) for r in rows], dtype=np.int64),
-            stratum=np.array([r.get("stratum") or "" for r in rows], dtype=object),
-            magnitude=np.array([_float(r.get("magnitude")) for r in rows], dtype=np.float64),
-            d_iter=np.array([int(r.get("D_iter") or 0) > 0 for r in rows], dtype=bool),
-            d_shape=np.array([bool(r.get("D_shape")) for r in rows], dtype=bool),
-            d_output=np.array([bool(r.get("D_output")) for r in rows], dtype=bool),
-            d_struct=np.array([bool(r.get("D_struct")) for r in rows], dtype=bool),
-            d={n: np.array([_float((r.get("d") or {}).get(n)) for r in rows], dtype=np.float64) for n in nodes},
-        )
-
-    def bootstrap(self, resamples: int, seed: int) -> GroupBootstrap:
-        return GroupBootstrap(self.group, len(self.groups), resamples=resamples, seed=seed)
-
-    def event(self, name: Event) -> np.ndarray:
-        return self.d_shape if name == "D_shape" else self.d_iter
 
 
 def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
@@ -274,7 +173,7 @@ def _counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 # --------------------------------------------------------------------------- strata
 
 
-def _rate_estimates(cols: _Columns, mask: np.ndarray, boot: GroupBootstrap) -> dict[str, Estimate]:
+def _rate_estimates(cols: Columns, mask: np.ndarray, boot: GroupBootstrap) -> dict[str, Estimate]:
     only = cols.d_output & ~cols.d_shape & ~cols.d_iter
     events = {"D_iter": cols.d_iter, "D_shape": cols.d_shape, "D_output": cols.d_output,
               "D_output_only": only, "D_struct": cols.d_struct}
@@ -291,7 +190,7 @@ def _node_means(d: Mapping[str, np.ndarray], nodes: Sequence[str], mask: np.ndar
     return out
 
 
-def _stratum(cols: _Columns, name: str, nodes: Sequence[str], boot: GroupBootstrap) -> dict[str, Any]:
+def _stratum(cols: Columns, name: str, nodes: Sequence[str], boot: GroupBootstrap) -> dict[str, Any]:
     mask = cols.stratum == name
     out: dict[str, Any] = {"n": int(mask.sum())}
     for rate, est in _rate_estimates(cols, mask, boot).items():
@@ -309,210 +208,6 @@ def _observational(table: PairTable, boot: GroupBootstrap, rates: DivergenceRate
     d = {n: table.col(n) for n in table.nodes}
     out.update(_node_means(d, table.nodes, np.ones(table.n_pairs, dtype=bool), boot, "mean_d"))
     return out
-
-
-# --------------------------------------------------------------------------- betas
-
-
-@dataclass(frozen=True)
-class _Control:
-    source: Literal["noop", "observational"] | None
-    rate: Estimate
-
-
-MATCHED = "observational, same inputs"
-"""``control`` of a bin held against the observational noise of its own inputs."""
-MATCHED_CONTROLS = "control replays, same traces"
-"""``control`` of a bin held against the control replays of its own traces."""
-MATCHED_MIXED = "control replays, else observational"
-"""``control`` of a bin whose traces have control replays only in part."""
-
-
-def _matched_source(from_controls: np.ndarray) -> str:
-    return MATCHED_CONTROLS if from_controls.all() else MATCHED if not from_controls.any() else MATCHED_MIXED
-
-
-def _control(cols: _Columns, boot: GroupBootstrap, event: Event, obs_rate: Estimate) -> _Control:
-    """The perturbation-wide control: for bins none of whose inputs has observational pairs."""
-    noop = cols.stratum == "noop"
-    if noop.any():
-        return _Control("noop", boot.rate(cols.event(event), noop))
-    if obs_rate.value is not None:
-        return _Control("observational", obs_rate)
-    return _Control(None, Estimate.empty())
-
-
-@dataclass(frozen=True)
-class _Reference:
-    """Per pair, the noise rate it is held against, and where each came from."""
-
-    rate: np.ndarray
-    """NaN: no reference (the bin falls back to the perturbation-wide control)."""
-    from_controls: np.ndarray
-    """True where the rate is the pair's trace's control replays."""
-
-
-def _references(cols: _Columns, table: PairTable, event: Event, control: _Columns | None) -> _Reference:
-    """The control replays' rate of ``event`` for the pair's baseline trace; for traces
-    without control replays, the observational rate of the pair's input."""
-    rate = _input_noise(cols, table, event)
-    placebo = np.zeros(len(cols.trace), dtype=bool)
-    if control is not None and control.trace:
-        fired = control.event(event).astype(np.float64)
-        k: dict[str, float] = {}
-        n: dict[str, int] = {}
-        for t, f in zip(control.trace, fired):
-            k[t] = k.get(t, 0.0) + f
-            n[t] = n.get(t, 0) + 1
-        for i, t in enumerate(cols.trace):
-            if t in n:
-                rate[i], placebo[i] = k[t] / n[t], True
-    return _Reference(rate, placebo)
-
-
-def _input_noise(cols: _Columns, table: PairTable, event: Event) -> np.ndarray:
-    """Per pair of ``cols``, the observational rate of ``event`` over its input's same-input pairs (NaN: none)."""
-    fired = (np.asarray(table.d_shape, dtype=bool) if event == "D_shape"
-             else np.asarray(table.d_iter) > 0).astype(np.float64)
-    group = np.asarray(table.group, dtype=np.int64)
-    n = np.bincount(group, minlength=len(table.groups)).astype(np.float64)
-    k = np.bincount(group, weights=fired, minlength=len(table.groups))
-    rate = {name: k[i] / n[i] for i, name in enumerate(table.groups) if n[i] > 0}
-    by_group = np.array([rate.get(g, np.nan) for g in cols.groups], dtype=np.float64)
-    return by_group[cols.group] if cols.group.size else np.zeros(0)
-
-
-def _quantile_bins(magnitude: np.ndarray) -> list[np.ndarray]:
-    """Index arrays of quantile bins of ``magnitude`` (see the module docstring)."""
-    n = magnitude.size
-    if n == 0:
-        return []
-    k = max(1, min(QUANTILE_BINS, n // MIN_BIN_PAIRS))
-    order = np.argsort(magnitude, kind="stable")
-    values = magnitude[order]
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])  # runs of tied magnitudes
-    ends = np.r_[starts[1:], n]
-    bins: list[list[int]] = [[]]
-    for s, e in zip(starts, ends):
-        if len(bins[-1]) >= n / k:
-            bins.append([])
-        bins[-1] += order[s:e].tolist()
-    if len(bins) > 1 and len(bins[-1]) < MIN_BIN_PAIRS:
-        bins[-2] += bins.pop()
-    return [np.array(sorted(b), dtype=np.int64) for b in bins]
-
-
-def _ladder_bins(step: np.ndarray, magnitude: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(step, index array) per ladder step, ordered by the step's median magnitude."""
-    steps = sorted(set(step.tolist()))
-    bins = [(s, np.flatnonzero(step == s)) for s in steps]
-    return sorted(bins, key=lambda b: (float(np.median(magnitude[b[1]])), b[0]))
-
-
-def _beta(cols: _Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate,
-          table: PairTable, control: _Columns | None) -> dict[str, Any]:
-    """Interventional beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3)."""
-    eff = np.flatnonzero((cols.stratum == "effective") & np.isfinite(cols.magnitude))
-    mag, fired = cols.magnitude[eff], cols.event(event)[eff]
-    ref = _references(cols, table, event, control)
-    noise = ref.rate
-    fallback = _control(cols, boot, event, obs_rate)
-    matched = eff[np.isfinite(noise[eff])]
-    size = len(cols.group)
-    if matched.size:
-        source: str | None = _matched_source(ref.from_controls[matched])
-        overall = boot.mean(noise, _mask(size, matched))
-    else:
-        source, overall = fallback.source, fallback.rate
-    raw_min = group_minimum(cols.magnitude, _mask(size, eff[fired]), boot)
-    out: dict[str, Any] = {
-        "value": None, "reason": None, **raw_min.as_dict("raw_min"), "n": int(eff.size), "n_events": int(fired.sum()),
-        "iqr": [_round(float(q)) for q in np.percentile(mag[fired], [25, 75])] if fired.any() else None,
-        "max_non_bifurcating": _round(float(mag[~fired].max())) if (~fired).any() else None,
-        "upper_bound": None, "n_below": None, "bin_rule": "ladder" if ladder else "quantile",
-        "control": source, **_renamed(overall.as_dict("control_rate")),
-    }
-    binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
-    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, ref, fallback)
-                   for i, (step, idx) in enumerate(binned)]
-    first = None  # step-down: from the largest magnitude while the bins qualify
-    for i in range(len(out["bins"]) - 1, -1, -1):
-        if not out["bins"][i]["qualifies"]:
-            break
-        first = i
-    if eff.size == 0:
-        out["reason"] = "no effective pair with a magnitude"
-    elif not fired.any():
-        out["reason"] = f"no effective pair had {event} > 0"
-    elif source is None:
-        out["reason"] = ("no control rate: no effective pair's trace has control replays or its input "
-                         "observational pairs, the no-op stratum is empty and the observational table has no pair")
-    elif first is None:
-        out["reason"] = _no_bin_reason(out["bins"])
-    else:
-        idx = eff[binned[first][1]]
-        value = float(cols.magnitude[idx[cols.event(event)[idx]]].min())
-        below = int((mag < value).sum())
-        out.update(value=_round(value), upper_bound=below < UPPER_BOUND_PAIRS, n_below=below)
-    return out
-
-
-def _mask(size: int, idx: np.ndarray) -> np.ndarray:
-    mask = np.zeros(size, dtype=bool)
-    mask[idx] = True
-    return mask
-
-
-def _renamed(d: dict[str, Any]) -> dict[str, Any]:
-    """``control_rate_n`` -> ``control_n``."""
-    return {("control_n" if k == "control_rate_n" else k): v for k, v in d.items()}
-
-
-def _bin(i: int, step: int | None, idx: np.ndarray, cols: _Columns, boot: GroupBootstrap, event: Event,
-         ref: _Reference, fallback: _Control) -> dict[str, Any]:
-    """One magnitude bin: its event rate and its excess over the control (module docstring)."""
-    fired = cols.event(event)
-    size = len(cols.group)
-    rate = boot.rate(fired, _mask(size, idx))
-    noise = ref.rate
-    matched = idx[np.isfinite(noise[idx])]
-    if matched.size:
-        source: str | None = _matched_source(ref.from_controls[matched])
-        control = boot.mean(noise, _mask(size, matched))
-        excess = boot.mean(fired.astype(np.float64) - np.nan_to_num(noise), _mask(size, matched))
-    else:
-        source, control = fallback.source, fallback.rate
-        excess = _difference(rate, control)
-    # above 0 beyond round-off: an excess of exactly 0 can come out as 1e-17
-    qualifies = (excess.value is not None and excess.value > _TIE and excess.ci is not None and excess.ci[0] > _TIE)
-    mags = cols.magnitude[idx]
-    return {
-        "bin": i, "step": step, "lo": _round(float(mags.min())), "hi": _round(float(mags.max())),
-        "n": int(idx.size), "n_events": int(fired[idx].sum()), **rate.as_dict("rate"),
-        "control": source, **_renamed(control.as_dict("control_rate")),
-        **excess.as_dict("excess"), "qualifies": bool(qualifies),
-    }
-
-
-def _difference(a: Estimate, b: Estimate) -> Estimate:
-    """a - b draw by draw (shared or independent resamples alike); n = a.n."""
-    if a.value is None or b.value is None or a.draws is None or b.draws is None:
-        return Estimate(None, None, a.n)
-    draws = a.draws - b.draws
-    return Estimate(a.value - b.value, _percentile(draws), a.n, draws)
-
-
-def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
-    top = bins[-1]
-    ci = top["excess_ci"] or [None, None]
-    lower = [b for b in bins[:-1] if b["qualifies"]]
-    return (
-        f"the step-down test stops at the largest-magnitude bin (bin {top['bin']}, magnitudes {top['lo']}-"
-        f"{top['hi']}, n = {top['n']}): its excess over the control rate {top['control_rate']} is "
-        f"{top['excess']} [{ci[0]}, {ci[1]}], not above 0"
-        + (f"; smaller bins that qualified on their own ({', '.join(str(b['bin']) for b in lower)}) are not "
-           "taken for a threshold below a larger magnitude that is not one" if lower else "")
-    )
 
 
 # --------------------------------------------------------------------------- negative control
@@ -540,7 +235,7 @@ def permutation_test(x: np.ndarray, y: np.ndarray, permutations: int, rng: np.ra
         pick = np.argpartition(rng.random((c, pooled.size)), nx - 1, axis=1)[:, :nx]
         sx = pooled[pick].sum(axis=1)
         stat = sx / nx - (total - sx) / ny
-        count += int((stat >= observed - _TIE).sum())
+        count += int((stat >= observed - TIE).sum())
         done += c
     return observed, (count + 1) / (permutations + 1)
 
@@ -560,7 +255,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def _negative_control(pid: str, cols: _Columns, nodes: Sequence[str], table: PairTable, *,
+def _negative_control(pid: str, cols: Columns, nodes: Sequence[str], table: PairTable, *,
                       permutations: int, alpha: float, seed: int) -> dict[str, Any]:
     """The no-op stratum against the observational noise, per downstream node (§13)."""
     noop = cols.stratum == "noop"
@@ -645,7 +340,7 @@ def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, 
             continue
         ok = [r for pid in sources[a] for r in by_id[pid]
               if r.get("status") == "ok" and r.get("stratum") == "effective"]
-        cols = _Columns.of(ok, [a, b])
+        cols = Columns.of(ok, [a, b])
         mask = np.isfinite(cols.d[b]) & (np.nan_to_num(cols.d[a], nan=0.0) > epsilon)
         if not mask.any():
             skipped.append({**edge, "reason": f"no effective ok pair with d[{a}] > epsilon and d[{b}] defined"})
@@ -666,12 +361,12 @@ def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, 
 
 
 def _control_replays(cid: str | None, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str], *,
-                     resamples: int, seed: int) -> tuple[_Columns | None, dict[str, Any] | None]:
+                     resamples: int, seed: int) -> tuple[Columns | None, dict[str, Any] | None]:
     """The ok control rows as columns, and their summary: counts and event rates."""
     if cid is None:
         return None, None
     ok = [r for r in rows if r.get("status") == "ok"]
-    cols = _Columns.of(ok, nodes)
+    cols = Columns.of(ok, nodes)
     boot = cols.bootstrap(resamples, seed)
     out: dict[str, Any] = {"id": cid, "pairs": len(rows), "n": len(ok), "traces": len(set(cols.trace))}
     for rate, est in _rate_estimates(cols, np.ones(len(ok), dtype=bool), boot).items():
@@ -684,7 +379,7 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph
                   table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
                   alpha: float, permutations: int, control_rows: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     nodes = downstream_nodes(graph, p["node"])
-    cols = _Columns.of([r for r in rows if r.get("status") == "ok"], nodes)
+    cols = Columns.of([r for r in rows if r.get("status") == "ok"], nodes)
     boot = cols.bootstrap(resamples, seed)
     ladder = bool(p.get("ladder"))
     control, control_summary = _control_replays(p.get("control"), control_rows, nodes, resamples=resamples,
@@ -696,8 +391,8 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph
         "control_replays": control_summary,
         "negative_control": _negative_control(p["id"], cols, nodes, table, permutations=permutations,
                                               alpha=alpha, seed=seed),
-        "beta_shape": _beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
-        "beta_iter": _beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
+        "beta_shape": beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
+        "beta_iter": beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
     }
 
 
