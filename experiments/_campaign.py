@@ -64,7 +64,7 @@ from quiver.replay import (
 from quiver.perturbations import get_operator
 from quiver.replay._pairing import seen_part
 from quiver.replay._executors import Executor, LocalExecutor, RayExecutor, ReplayContext, ReplayJob
-from quiver.replay._replay import sample_ids
+from quiver.replay._results import sample_ids
 
 from ._analysis import write_profile
 from ._campaign_spec import CampaignSpec, PerturbationSpec

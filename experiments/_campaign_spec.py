@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
-from quiver.replay._replay import DIMENSIONS, Dimension
+from quiver.replay._results import DIMENSIONS, Dimension
 
 from ._spec import RecordSpec, _Spec
 

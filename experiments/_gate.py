@@ -74,7 +74,7 @@ from quiver._traceio import load_traces
 from quiver._yamlspec import load_spec
 from quiver.replay import ReplayMode, ReplayResult, pair_results
 from quiver.replay._executors import ReplayJob
-from quiver.replay._replay import sample_ids
+from quiver.replay._results import sample_ids
 
 from ._analysis import write_profile
 from ._campaign import _baseline, _executor, _graph, check_spec, eligible_traces, replay_context, sample_traces

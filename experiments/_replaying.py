@@ -216,7 +216,7 @@ def _perturb(
 ) -> int:
     from quiver.perturbations import make_operator
     from quiver.replay import Target, pair_results, replay_trace
-    from quiver.replay._replay import sample_ids
+    from quiver.replay._results import sample_ids
 
     if client is None:
         raise QuiverError(

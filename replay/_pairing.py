@@ -40,7 +40,7 @@ from quiver._sensitivity import DEFAULT_EPSILON
 from quiver._trace import Trace
 
 from ._diff import Divergence, FieldDiff, diff_values
-from ._replay import ReplayResult, TargetReport
+from ._results import ReplayResult, TargetReport
 
 __all__ = ["PairResult", "pair_results", "first_divergent_call", "seen_part"]
 
