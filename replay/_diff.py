@@ -16,7 +16,7 @@ from typing import Any, Literal
 from quiver._canonical import canonical_json, to_jsonable
 from quiver._trace import NodeCall, Trace
 
-__all__ = ["FieldDiff", "Divergence", "call_diff", "trace_diff", "diff_values", "PERTURBED_TAG"]
+__all__ = ["FieldDiff", "Divergence", "call_diff", "call_names", "trace_diff", "diff_values", "PERTURBED_TAG"]
 
 PERTURBED_TAG = "quiver.perturbed"
 """The tag a perturbed target call carries: the operator and its parameters."""
@@ -87,29 +87,37 @@ _COMPARED = (
 )
 
 
-def _call_view(call: NodeCall, trace: Trace, alias: dict[str, NodeCall] | None = None) -> dict[str, Any]:
-    """The compared fields of a call; ``alias`` maps a replayed call's path to the
-    recorded call it was matched to, whose identity (occurrence, and the parents'
-    identities) it takes: a call matched by input hash keeps its recorded identity."""
+def call_names(trace: Trace, alias: dict[str, NodeCall] | None = None) -> dict[str, str]:
+    """Call id -> ``node#occurrence`` for every call of ``trace``; ``alias`` maps a
+    replayed call's path to the recorded call it was matched to, whose identity it takes
+    (a call matched by input hash keeps its recorded identity)."""
     alias = alias or {}
-
-    def name(c: NodeCall) -> str:
+    names = {}
+    for c in trace.calls:
         twin = alias.get(c.call_path, c)
-        return f"{twin.node}#{twin.occurrence}"
+        names[c.call_id] = f"{twin.node}#{twin.occurrence}"
+    return names
 
-    names = {c.call_id: name(c) for c in trace.calls}
+
+def _call_view(call: NodeCall, names: dict[str, str], alias: dict[str, NodeCall] | None = None) -> dict[str, Any]:
+    """The compared fields of a call, its parents named by ``names`` (:func:`call_names`)."""
     data = call.model_dump(mode="json", include=set(_COMPARED))
-    data["occurrence"] = alias.get(call.call_path, call).occurrence
+    data["occurrence"] = (alias or {}).get(call.call_path, call).occurrence
     data["parents"] = sorted(names[p] for p in call.parents if p in names)
     data["tags"] = {k: v for k, v in (data.get("tags") or {}).items() if k != PERTURBED_TAG}
     return data
 
 
 def call_diff(
-    recorded: NodeCall, baseline: Trace, replayed: NodeCall, trace: Trace, alias: dict[str, NodeCall] | None = None
+    recorded: NodeCall, baseline: Trace, replayed: NodeCall, trace: Trace, alias: dict[str, NodeCall] | None = None,
+    *, names: tuple[dict[str, str], dict[str, str]] | None = None,
 ) -> tuple[FieldDiff, ...]:
+    """The field differences of a replayed call from its recorded one. ``names``: the
+    :func:`call_names` of ``baseline`` and of ``trace`` (with ``alias``), when the
+    caller compares many calls of the same two traces."""
+    recorded_names, replayed_names = names or (call_names(baseline), call_names(trace, alias))
     out: list[FieldDiff] = []
-    diff_values(_call_view(recorded, baseline), _call_view(replayed, trace, alias), "", out)
+    diff_values(_call_view(recorded, recorded_names), _call_view(replayed, replayed_names, alias), "", out)
     return tuple(out)
 
 

@@ -60,7 +60,7 @@ from quiver._graph import PipelineGraph
 from quiver._trace import NodeCall, Trace
 from quiver.perturbations import ExecutionChange, Operator, OperatorContext
 
-from ._diff import PERTURBED_TAG, Divergence, call_diff, trace_diff
+from ._diff import PERTURBED_TAG, Divergence, call_diff, call_names, trace_diff
 from ._context import CallRecord, Directive, Scope, TraceBuilder, current_builder
 from ._llm import LLMClient, llm, request_overrides
 from ._results import (
@@ -367,6 +367,7 @@ class ReplayBuilder(TraceBuilder):
         calls_by_id = {c.call_id: c for c in trace.calls}
         strict = self.mode.all_frozen
         found: list[tuple[int, Divergence]] = []
+        names = (call_names(self.baseline), call_names(trace, alias))
 
         def in_scope(call: NodeCall) -> bool:
             if target is None:
@@ -386,10 +387,10 @@ class ReplayBuilder(TraceBuilder):
             if replayed.input_hash != call.input_hash and _parents_reproduced(replayed, calls_by_id, alias):
                 found.append((i, Divergence(
                     "inputs", call.node, call.occurrence, call.call_path,
-                    call_diff(call, self.baseline, replayed, trace, alias),
+                    call_diff(call, self.baseline, replayed, trace, alias, names=names),
                 )))
             elif strict:
-                diff = call_diff(call, self.baseline, replayed, trace, alias)
+                diff = call_diff(call, self.baseline, replayed, trace, alias, names=names)
                 if diff:
                     reason: Literal["inputs", "fields"] = (
                         "inputs" if replayed.input_hash != call.input_hash else "fields"
