@@ -96,3 +96,43 @@ def test_exhausted_retries_fail_the_trace_with_llm_unavailable(pipelines_dir: Pa
     assert trace.error.type == "LLMUnavailable"
     assert "after 2 attempt(s), last: server_error" in trace.error.message
     assert trace.calls[-1].error is not None and trace.calls[-1].node == "step"
+
+
+def test_a_json_body_that_is_no_chat_completion_is_retried_as_malformed() -> None:
+    """An endpoint answering 200 with JSON that has no ``choices`` (a proxy's error page,
+    say): every attempt counts as malformed, and the call fails with the reason."""
+    import http.server
+    import json
+    import threading
+
+    from quiver import LLMUnavailable
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+            self.rfile.read(int(self.headers["Content-Length"]))
+            hits.append(self.path)
+            body = json.dumps({"object": "error", "detail": "upstream busy"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = LLMClient(base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m",
+                           retry=RetryPolicy(attempts=3, initial_s=0.01, max_s=0.02))
+        with pytest.raises(LLMUnavailable, match="after 3 attempt.*malformed.*not a chat completion"):
+            client.chat(messages=[{"role": "user", "content": "hi"}])
+        assert hits == ["/v1/chat/completions"] * 3
+        client.close()
+    finally:
+        server.shutdown()
+        server.server_close()
