@@ -28,6 +28,9 @@ made here:
   construction, as the observational beta); ``value`` has no interval (a bootstrap of
   the whole bin search would nest two bootstraps): the bins' rates and excesses, the
   IQR and ``upper_bound`` say how firm it is.
+  Each bin also reports ``inputs`` (its input groups, the unit its intervals resample)
+  and ``inputs_above_control`` (those whose mean paired excess is above 0): an excess
+  carried by few inputs has a wide interval however many replays each input gets.
 * **Control rate, matched trace by trace.** A bin's rate is compared with the noise of
   *its own traces*. A campaign runs control replays of each target (the target served
   as recorded for output operators, run live unchanged for execution operators,
@@ -241,12 +244,21 @@ def _bin(i: int, step: int | None, idx: np.ndarray, cols: Columns, boot: GroupBo
     mags = cols.magnitude[idx]
     return {
         "bin": i, "step": step, "lo": _round(float(mags.min())), "hi": _round(float(mags.max())),
-        "n": int(idx.size), "n_events": int(fired[idx].sum()), **rate.as_dict("rate"),
-        "control": source, **renamed(control.as_dict("control_rate")),
+        "n": int(idx.size), "n_events": int(fired[idx].sum()), "inputs": int(np.unique(cols.group[idx]).size),
+        "inputs_above_control": _inputs_above(cols.group[matched], fired[matched].astype(np.float64) - noise[matched])
+        if matched.size else None,
+        **rate.as_dict("rate"), "control": source, **renamed(control.as_dict("control_rate")),
         **excess.as_dict("excess"), "qualifies": bool(qualifies),
     }
 
 
+def _inputs_above(group: np.ndarray, diff: np.ndarray) -> int:
+    """How many input groups have a mean paired excess above 0: the groups the bin's
+    excess rests on (its interval resamples these groups, not the pairs)."""
+    total = np.bincount(group, weights=diff)
+    count = np.bincount(group)
+    seen = count > 0
+    return int((total[seen] / count[seen] > TIE).sum())
 
 
 def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
@@ -257,6 +269,8 @@ def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
         f"the step-down test stops at the largest-magnitude bin (bin {top['bin']}, magnitudes {top['lo']}-"
         f"{top['hi']}, n = {top['n']}): its excess over the control rate {top['control_rate']} is "
         f"{top['excess']} [{ci[0]}, {ci[1]}], not above 0"
+        + (f" ({top['inputs_above_control']} of its {top['inputs']} inputs bifurcated more often than their "
+           "controls; the interval resamples inputs)" if top.get("inputs_above_control") is not None else "")
         + (f"; smaller bins that qualified on their own ({', '.join(str(b['bin']) for b in lower)}) are not "
            "taken for a threshold below a larger magnitude that is not one" if lower else "")
     )

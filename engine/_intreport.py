@@ -188,12 +188,13 @@ def _bins(p: Mapping[str, Any], key: str, label: str) -> list[str]:
         return []
     rows = [[str(x.get("bin")), DASH if x.get("step") is None else str(x.get("step")),
              f"{fmt(x.get('lo'))}–{fmt(x.get('hi'))}", fmt_n(x.get("n")), fmt_n(x.get("n_events")),
+             f"{fmt_n(x.get('inputs'))} ({fmt_n(x.get('inputs_above_control'))})",
              fmt_est(x, "rate"), f"{fmt(x.get('control_rate'))} ({x.get('control') or DASH})",
              fmt_est(x, "excess", signed=True), _yes_no(x.get("qualifies"))] for x in bins]
-    headers = ["bin", "step", "magnitudes", "n", "events", "rate [95% CI]", "control rate", "minus control [95% CI]",
-               "qualifies"]
+    headers = ["bin", "step", "magnitudes", "n", "events", "inputs (above control)", "rate [95% CI]", "control rate",
+               "minus control [95% CI]", "qualifies"]
     title = f"{_pid(p)} {label} bins ({b.get('bin_rule') or DASH}):"
-    return [title, ""] + _table(headers, rows, "rrlrrrlrl") + [""]
+    return [title, ""] + _table(headers, rows, "rrlrrrrlrl") + [""]
 
 
 def _betas(c: Mapping[str, Any]) -> list[str]:

@@ -227,6 +227,27 @@ def test_control_replays_are_the_noise_of_each_trace(corpus: Any) -> None:
     assert [b["qualifies"] for b in beta["bins"]] == [False, False, True, True, True]
     assert beta["value"] == 0.3 and beta["raw_min"] == 0.1  # the noisy traces bifurcate at step 1 already
     assert p["pairs"] == 100  # the control's rows are its own
+    # the input groups each bin's interval resamples, and those its excess rests on
+    assert [b["inputs"] for b in beta["bins"]] == [20] * 5
+    assert [b["inputs_above_control"] for b in beta["bins"]] == [0, 0, 16, 16, 16]
+
+
+def test_a_bin_whose_excess_rests_on_few_inputs_says_so(corpus: Any) -> None:
+    """Two of 20 inputs bifurcate at every step and their controls never do: the excess
+    is 0.1, but the interval over inputs reaches 0 and the reason names the 2 inputs."""
+    pert = {**perturbation("rw", op="text_edit", ladder={"strength": [1, 2]}), "control": "ctl"}
+    rows = []
+    for g in range(20):
+        for step in (1, 2):
+            rows.append(row("rw", f"x{g}", "effective", round(0.1 * step, 1), step=step, shape=g < 2,
+                            d={"planner": 0.1, "composer": 0.1}))
+        rows.append(row("ctl", f"x{g}", "noop", 0.0, shape=False, d={"planner": 0.1, "composer": 0.1}))
+    out = estimate(corpus, [pert], rows, controls=[{"id": "ctl", "node": "cs", "kind": "served"}])
+    beta = out["perturbations"][0]["beta_shape"]
+    top = beta["bins"][-1]
+    assert top["excess"] == pytest.approx(0.1) and top["excess_ci"][0] <= 0 and not top["qualifies"]
+    assert top["inputs"] == 20 and top["inputs_above_control"] == 2
+    assert beta["value"] is None and "2 of its 20 inputs bifurcated more often than their controls" in beta["reason"]
 
 
 def test_a_control_that_is_not_declared_is_refused(corpus: Any) -> None:
