@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -40,6 +40,21 @@ _API_KEY_PATTERNS = [
 ]
 _BEARER_PATTERN = r"\b(?i:bearer)\s+[A-Za-z0-9\-._~+/]+=*"
 _EMAIL_PATTERN = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+
+
+_EMAIL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_EMAIL_DOMAIN = re.compile(r"[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
+
+
+def _has_email(text: str) -> bool:
+    """Whether some ``@`` in ``text`` has an address character before it and a domain
+    after it: true wherever :data:`_EMAIL_PATTERN` matches."""
+    at = text.find("@")
+    while at != -1:
+        if at > 0 and text[at - 1] in _EMAIL_CHARS and _EMAIL_DOMAIN.match(text, at + 1):
+            return True
+        at = text.find("@", at + 1)
+    return False
 
 
 _SEEN_MAX = 65536
@@ -104,27 +119,33 @@ class Redactor:
         self._seen: dict[str, str] = {}
         self._quick = self._quick_check(extra_literals)
 
-    def _quick_check(self, literals: list[str]) -> re.Pattern[str] | None:
-        """A pattern that matches the JSON text of any data the rules would change.
+    def _quick_check(self, literals: list[str]) -> list[Callable[[str], object]] | None:
+        """Patterns one of which matches the JSON text of any data the rules would change.
 
         A match of a built-in rule is made of characters JSON writes as they are (the
         key, e-mail and token alphabets), so it is found in the JSON text too, except
         for the whitespace after ``Bearer``, which JSON may escape: the check looks for
-        the word alone. A literal is looked for as written and as JSON escapes it. Any
-        match, true or not, sends the data through the rules one string at a time.
+        the word alone, in any case. A literal is looked for as written and as JSON
+        escapes it. An e-mail address is looked for at each ``@``: one address character
+        before it and a domain after it. Each check runs on its own, so that patterns
+        that begin with a literal (``sk-``, ``AKIA``, ...) are found by the regex
+        engine's prefix scan, and no check scans a character class at every position
+        (an alternation of all of them took 1.3 ms on a 19 KB replay, the dump 0.2 ms).
+        Any hit, true or not, sends the data through the rules one string at a time.
         None (no quick check) with user patterns or field paths, which are not reasoned
         about.
         """
         if self.config.patterns or self._fields:
             return None
-        checks = [re.escape(form) for s in literals for form in {s, json.dumps(s)[1:-1]}]
+        forms = {form for s in literals for form in (s, json.dumps(s)[1:-1])}
+        checks: list[Callable[[str], object]] = [lambda text: any(form in text for form in forms)] if forms else []
         if self.config.api_keys:
-            checks += _API_KEY_PATTERNS
+            checks += [re.compile(p).search for p in _API_KEY_PATTERNS]
         if self.config.bearer_tokens:
-            checks.append(r"(?i:bearer)")
+            checks.append(lambda text: "bearer" in text.lower())
         if self.config.emails:
-            checks.append(_EMAIL_PATTERN)
-        return re.compile("|".join(f"(?:{c})" for c in checks)) if checks else None
+            checks.append(_has_email)
+        return checks
 
     def text(self, value: str) -> str:
         """Return ``value`` with every matching span replaced."""
@@ -157,7 +178,7 @@ class Redactor:
         text = json.dumps(value, sort_keys=True)
         if not self._rules and not self._fields:
             return value, text
-        if self._quick is not None and self._quick.search(text) is None:
+        if self._quick is not None and not any(check(text) for check in self._quick):
             return value, text
         redacted = self.data(value)
         return redacted, json.dumps(redacted, sort_keys=True)
