@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from quiver._analyze import _embedder, analyze, default_cache_dir
+from quiver._analyze import Profile, _embedder, analyze, default_cache_dir
 from quiver._embed import EmbeddingStore
 from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
@@ -69,7 +69,7 @@ from quiver.replay._results import sample_ids
 from ._analysis import write_profile
 from ._campaign_spec import CampaignSpec, PerturbationSpec
 from ._ledger import Ledger
-from ._recording import open_llm
+from ._recording import open_llm, spec_redactor
 from ._spec import load_inputs
 
 __all__ = ["CampaignResult", "Control", "controls", "run_campaign", "expand_jobs", "select_traces", "check_spec"]
@@ -178,7 +178,7 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
                         job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=pid, node=p.node,
                         occurrence=p.occurrence, op=p.op, params=params, repeat=r, sample_id=keyed[trace.trace_id],
                     ))
-    for control in {c.id: c for c in controls(spec, traces).values()}.values():
+    for control in distinct(controls(spec, traces)):
         for trace in control.traces:
             for r in range(spec.replay.controls):
                 job_id = f"{control.id}/0/{trace.trace_id}/{r}"
@@ -233,6 +233,11 @@ def controls(spec: CampaignSpec, traces: Sequence[Trace]) -> dict[str, Control]:
         control.perturbations.append(p.id)
         of[p.id] = control
     return of
+
+
+def distinct(of: dict[str, Control]) -> list[Control]:
+    """The controls of :func:`controls`' result, each once, in the order first met."""
+    return list({c.id: c for c in of.values()}.values())
 
 
 # --------------------------------------------------------------------------- checks
@@ -332,6 +337,16 @@ def _baseline(spec: CampaignSpec, base_dir: Path, out: Path, client: LLMClient, 
     return load_traces(result.traces_path).traces
 
 
+def observational_profile(spec: CampaignSpec, traces: list[Trace], graph: PipelineGraph, folder: Path) -> Profile:
+    """The baseline's observational profile with the spec's analysis options, written to ``folder``."""
+    profile = analyze(
+        traces, graph, epsilon=spec.analysis.epsilon, alphas=spec.analysis.alphas, resamples=spec.analysis.resamples,
+        seed=spec.analysis.seed, embedder=spec.analysis.embedder, cache_dir=spec.analysis.cache_dir,
+    )
+    write_profile(profile, folder)
+    return profile
+
+
 def _graph(spec: CampaignSpec, base_dir: Path, traces: list[Trace]) -> PipelineGraph:
     base = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
     return infer_graph([t for t in traces if t.status == "ok"], seen_part(base, traces))[0]
@@ -362,8 +377,7 @@ def run_campaign(
             "or set another output folder"
         )
     out.mkdir(parents=True, exist_ok=True)
-    secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
-    redactor = Redactor(spec.redact, literals=[secret] if secret else [])
+    redactor = spec_redactor(spec)
     (out / "spec.resolved.json").write_text(
         json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
     )
@@ -373,13 +387,7 @@ def run_campaign(
     try:
         with open_llm(spec.llm, base_dir) as client:
             traces = _baseline(spec, base_dir, out, client, fn, resume, redactor, progress_stream)
-            graph = _graph(spec, base_dir, traces)
-            profile = analyze(
-                traces, graph, epsilon=spec.analysis.epsilon, alphas=spec.analysis.alphas,
-                resamples=spec.analysis.resamples, seed=spec.analysis.seed, embedder=spec.analysis.embedder,
-                cache_dir=spec.analysis.cache_dir,
-            )
-            write_profile(profile, out / "observational")
+            profile = observational_profile(spec, traces, _graph(spec, base_dir, traces), out / "observational")
             jobs, steps, left_out = expand_jobs(spec, traces)
             result = _replay_all(spec, base_dir, out, client, jobs, left_out, profile.graph, ledger, run_id,
                                  _executor(spec, executor, address), redactor, progress_stream)
@@ -587,7 +595,7 @@ def _write_results(spec: CampaignSpec, out: Path, ledger: Ledger, profile: Any, 
     of = controls(spec, traces)
     perturbations = [{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}
                      for p in spec.perturbations]
-    control_rows = list({c.id: c.to_json() for c in of.values()}.values())
+    control_rows = [c.to_json() for c in distinct(of)]
     estimates = campaign_estimates(
         perturbations, rows, profile.table, profile.to_json(), profile.graph, epsilon=spec.analysis.epsilon,
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,

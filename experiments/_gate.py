@@ -60,7 +60,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from quiver._analyze import _embedder, analyze, default_cache_dir
+from quiver._analyze import _embedder, default_cache_dir
 from quiver._embed import EmbeddingStore
 from quiver._errors import QuiverError
 from quiver._estimate import Estimate, GroupBootstrap
@@ -76,10 +76,18 @@ from quiver.replay import ReplayMode, ReplayResult, pair_results
 from quiver.replay._executors import ReplayJob
 from quiver.replay._results import sample_ids
 
-from ._analysis import write_profile
-from ._campaign import _baseline, _executor, _graph, check_spec, eligible_traces, replay_context, sample_traces
+from ._campaign import (
+    _baseline,
+    _executor,
+    _graph,
+    check_spec,
+    eligible_traces,
+    observational_profile,
+    replay_context,
+    sample_traces,
+)
 from ._campaign_spec import CampaignSpec
-from ._recording import open_llm
+from ._recording import open_llm, spec_redactor
 
 __all__ = ["GateResult", "run_gate", "parse_candidates", "gate_markdown", "gate_junit"]
 
@@ -153,12 +161,7 @@ def _load_profile(spec: CampaignSpec, profile_dir: Path | None, base_dir: Path, 
         data = json.loads(profile_file.read_text(encoding="utf-8"))
         return traces, _Profile(data, campaign, str(run_dir)), _graph(spec, base_dir, traces)
     traces = _baseline(spec, base_dir, out, client, fn, False, redactor, stream)
-    graph = _graph(spec, base_dir, traces)
-    profile = analyze(
-        traces, graph, epsilon=spec.analysis.epsilon, alphas=spec.analysis.alphas, resamples=spec.analysis.resamples,
-        seed=spec.analysis.seed, embedder=spec.analysis.embedder, cache_dir=spec.analysis.cache_dir,
-    )
-    write_profile(profile, out / "observational")
+    profile = observational_profile(spec, traces, _graph(spec, base_dir, traces), out / "observational")
     note = (f"no campaign profile: the observational part was run first ({out / 'observational'}); "
             "no interventional beta_shape is available")
     return traces, _Profile(profile.to_json(), None, note), profile.graph
@@ -351,7 +354,7 @@ def run_gate(
     base_dir = path.parent
     out = Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate"
     out.mkdir(parents=True, exist_ok=True)
-    redactor = Redactor(spec.redact)
+    redactor = spec_redactor(spec)
     with open_llm(spec.llm, base_dir) as client:
         traces, profile, graph = _load_profile(spec, Path(profile_dir) if profile_dir else None, base_dir, out,
                                                client, fn, redactor, progress_stream)

@@ -82,7 +82,8 @@ def open_llm(llm: LLMSpec, base_dir: Path) -> Iterator[LLMClient]:
             process.stop()
 
 
-def _redactor(spec: RecordSpec) -> Redactor:
+def spec_redactor(spec: RecordSpec) -> Redactor:
+    """The spec's redaction, plus the value of the API-key variable it names."""
     secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
     return Redactor(spec.redact, literals=[secret] if secret else [])
 
@@ -108,7 +109,7 @@ def run_record(
     name = spec.name or getattr(fn, "__name__", "pipeline")
     output_dir = Path(spec.output)
     output_dir.mkdir(parents=True, exist_ok=True)
-    redactor = _redactor(spec)
+    redactor = spec_redactor(spec)
     resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2)
     (output_dir / "spec.resolved.json").write_text(resolved + "\n", encoding="utf-8")
     with open_llm(spec.llm, base_dir) as client:
