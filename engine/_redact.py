@@ -109,34 +109,27 @@ class Redactor:
         rules += [("pattern", p) for p in self.config.patterns]
         self._rules = [(kind, re.compile(p), self._replacement(kind)) for kind, p in rules]
         self._fields = [_split_path(p) for p in self.config.fields]
-        # One search for any rule before the rules run one by one: most strings match
-        # none, and then the result is the string itself. (Should user patterns not
-        # combine, e.g. global inline flags, every string runs every rule.)
-        try:
-            self._any: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for _, p in rules)) if rules else None
-        except re.error:
-            self._any = None
         self._seen: dict[str, str] = {}
-        self._quick = self._quick_check(extra_literals)
+        self._checks = self._prechecks(extra_literals)
+        self._user = [re.compile(p).search for p in self.config.patterns]
 
-    def _quick_check(self, literals: list[str]) -> list[Callable[[str], object]] | None:
-        """Patterns one of which matches the JSON text of any data the rules would change.
+    def _prechecks(self, literals: list[str]) -> list[Callable[[str], object]]:
+        """Checks one of which hits any text a built-in rule or a literal would change,
+        whether it is a string or the JSON text of data holding that string.
 
-        A match of a built-in rule is made of characters JSON writes as they are (the
-        key, e-mail and token alphabets), so it is found in the JSON text too, except
-        for the whitespace after ``Bearer``, which JSON may escape: the check looks for
-        the word alone, in any case. A literal is looked for as written and as JSON
-        escapes it. An e-mail address is looked for at each ``@``: one address character
-        before it and a domain after it. Each check runs on its own, so that patterns
-        that begin with a literal (``sk-``, ``AKIA``, ...) are found by the regex
-        engine's prefix scan, and no check scans a character class at every position
-        (an alternation of all of them took 1.3 ms on a 19 KB replay, the dump 0.2 ms).
-        Any hit, true or not, sends the data through the rules one string at a time.
-        None (no quick check) with user patterns or field paths, which are not reasoned
-        about.
+        Most strings match no rule, and then the rules need not run. A match of a
+        built-in rule is made of characters JSON writes as they are (the key, e-mail and
+        token alphabets), so it is found in the JSON text too, except for the whitespace
+        after ``Bearer``, which JSON may escape: the check looks for the word alone, in
+        any case. A literal is looked for as written and as JSON escapes it. An e-mail
+        address is looked for at each ``@``: one address character before it and a
+        domain after it. Each check runs on its own, so that patterns that begin with a
+        literal (``sk-``, ``AKIA``, ...) are found by the regex engine's prefix scan, and
+        no check scans a character class at every position (an alternation of all the
+        rules took 1.3 ms on a 19 KB replay, its JSON dump 0.2 ms). User patterns are
+        not reasoned about: they run on each string (:meth:`text`), and data with any
+        (or with field paths) is always walked (:meth:`encode`).
         """
-        if self.config.patterns or self._fields:
-            return None
         forms = {form for s in literals for form in (s, json.dumps(s)[1:-1])}
         checks: list[Callable[[str], object]] = [lambda text: any(form in text for form in forms)] if forms else []
         if self.config.api_keys:
@@ -155,7 +148,7 @@ class Redactor:
         if found is not None:
             return found
         out = value
-        if self._any is None or self._any.search(value) is not None:
+        if any(check(value) for check in self._checks) or any(search(value) for search in self._user):
             for _, regex, replacement in self._rules:
                 out = regex.sub(replacement, out)
         if len(self._seen) >= _SEEN_MAX:
@@ -172,13 +165,11 @@ class Redactor:
     def encode(self, value: Any) -> tuple[Any, str]:
         """A redacted copy of JSON data and its JSON text (keys sorted).
 
-        When the text shows that no rule can match (see :meth:`_quick_check`), ``value``
+        When the text shows that no rule can match (see :meth:`_prechecks`), ``value``
         itself is returned with the text, without walking it string by string.
         """
         text = json.dumps(value, sort_keys=True)
-        if not self._rules and not self._fields:
-            return value, text
-        if self._quick is not None and not any(check(text) for check in self._quick):
+        if not self._user and not self._fields and not any(check(text) for check in self._checks):
             return value, text
         redacted = self.data(value)
         return redacted, json.dumps(redacted, sort_keys=True)
