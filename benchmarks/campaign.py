@@ -50,8 +50,6 @@ import contextlib
 import math
 import os
 import resource
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,7 +65,8 @@ from quiver._traceio import load_traces
 from quiver.experiments._ledger import Ledger
 from quiver.replay import _executors
 
-DEMO = Path(__file__).resolve().parents[1] / "experiments" / "support_bot"
+from _support_bot import DEMO, SPEC_HEAD, latency, record_baseline  # benchmarks/, first on the path
+
 PERTURBATIONS = """\
   - id: rewriter-swap
     node: rewriter
@@ -90,18 +89,7 @@ PERTURBATIONS = """\
 """
 STEPS = {"rewriter": 3, "signal_analysis": 1, "context_sufficiency": 1, "discovery": 4}
 """Replays per selected trace and repeat, by target node (variants x ladder steps)."""
-SPEC = """\
-pipeline: {demo}/pipeline.py:run
-name: support_bot
-llm:
-  simulator:
-    models: [{demo}/sim_models.py]
-    nondeterminism: 0.15
-    faults: {{latency: {latency}}}
-  model: support-bot-planner
-  params: {{temperature: 0, seed: 42}}
-baseline: {baseline}
-graph: {demo}/graph.yaml
+SPEC = SPEC_HEAD + """\
 select: {select}
 perturbations:
 {perturbations}replay: {{repeats: {repeats}, controls: 0}}
@@ -136,11 +124,11 @@ def sizing(replays: int, eligible: dict[str, int]) -> tuple[int, int | None, int
 
 def write_spec(folder: Path, name: str, *, baseline: Path, latency_ms: float, executor: str, repeats: int,
                sample: int | None) -> Path:
-    latency = f"{{dist: constant, ms: {latency_ms:g}}}" if latency_ms else "{dist: none}"
     select = "{mode: all}" if sample is None else f"{{mode: sample, n: {sample}, seed: 3}}"
     path = folder / f"{name}.yaml"
     path.write_text(SPEC.format(
-        demo=DEMO, latency=latency, baseline=baseline, select=select, perturbations=PERTURBATIONS.format(demo=DEMO),
+        demo=DEMO, latency=latency(latency_ms), baseline=baseline, select=select,
+        perturbations=PERTURBATIONS.format(demo=DEMO),
         repeats=repeats, executor=executor, cache=folder / f"{name}-emb", output=folder / name,
     ), encoding="utf-8")
     return path
@@ -380,17 +368,6 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
 
 
 # --------------------------------------------------------------------------- main
-
-
-def record_baseline(folder: Path) -> Path:
-    quiver = shutil.which("quiver")
-    command = [quiver] if quiver else [sys.executable, "-m", "quiver.experiments._cli"]
-    out = folder / "baseline"
-    start = time.perf_counter()
-    subprocess.run([*command, "record", str(DEMO / "record.yaml"), "--output", str(out), "--quiet"],
-                   check=True, capture_output=True, text=True)
-    print(f"  baseline recorded in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
-    return out / "traces.jsonl"
 
 
 def main() -> int:

@@ -22,32 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "experiments" / "support_bot"
+from _support_bot import DEMO, SPEC_HEAD, latency, quiver, record_baseline  # benchmarks/, first on the path
+
 CANDIDATES = {
     "support_bot.rewriter": DEMO / "prompts" / "candidates" / "rewriter_reworded.txt",
     "support_bot.planner": DEMO / "prompts" / "candidates" / "planner_strict.txt",
 }
 TARGET_S = 120.0
-SPEC = """\
-pipeline: {demo}/pipeline.py:run
-name: support_bot
-llm:
-  simulator:
-    models: [{demo}/sim_models.py]
-    nondeterminism: 0.15
-    faults: {{latency: {latency}}}
-  model: support-bot-planner
-  params: {{temperature: 0, seed: 42}}
-baseline: {baseline}
-graph: {demo}/graph.yaml
+SPEC = SPEC_HEAD + """\
 perturbations:
   - {{id: unused, node: rewriter, op: prompt_swap, params: {{variant: {demo}/prompts/rewriter_terse.txt}}}}
 executor: {{kind: local, concurrency: {concurrency}}}
@@ -55,11 +43,6 @@ analysis: {{cache_dir: {cache}}}
 gate: {{probes: {probes}, repeats: {repeats}}}
 output: {output}
 """
-
-
-def quiver() -> list[str]:
-    found = shutil.which("quiver")
-    return [found] if found else [sys.executable, "-m", "quiver.experiments._cli"]
 
 
 def main() -> int:
@@ -73,17 +56,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="quiver-bench-gate-") as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
-        subprocess.run([*quiver(), "record", str(DEMO / "record.yaml"), "--output", str(folder / "baseline"),
-                        "--quiet"], check=True, capture_output=True, text=True)
-        traces = folder / "baseline" / "traces.jsonl"
+        traces = record_baseline(folder)
         subprocess.run([*quiver(), "analyze", str(traces), "--graph", str(DEMO / "graph.yaml"), "--out",
                         str(folder / "run" / "observational"), "--cache", str(folder / "emb"), "--no-plots",
                         "--quiet"], check=True, capture_output=True, text=True)
         print(f"setup (not part of a gate): baseline recorded and analysed in {time.perf_counter() - start:.1f} s",
               file=sys.stderr, flush=True)
-        latency = f"{{dist: constant, ms: {args.latency_ms:g}}}" if args.latency_ms else "{dist: none}"
         spec = folder / "gate.yaml"
-        spec.write_text(SPEC.format(demo=DEMO, latency=latency, baseline=traces, concurrency=args.concurrency,
+        spec.write_text(SPEC.format(demo=DEMO, latency=latency(args.latency_ms), baseline=traces, concurrency=args.concurrency,
                                     cache=folder / "emb", probes=args.probes, repeats=args.repeats,
                                     output=folder / "run"), encoding="utf-8")
         rows = []
