@@ -41,7 +41,7 @@ def latency(ms: float) -> str:
 
 
 def record_baseline(folder: Path) -> Path:
-    """Record ``experiments/support_bot/record.yaml`` (177 traces) into ``folder/baseline``."""
+    """Record ``experiments/support_bot/record.yaml`` (225 traces) into ``folder/baseline``."""
     out = folder / "baseline"
     start = time.perf_counter()
     subprocess.run([*quiver(), "record", str(DEMO / "record.yaml"), "--output", str(out), "--quiet"],

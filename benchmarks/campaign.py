@@ -1,6 +1,6 @@
 """Benchmark: a campaign's replay phase keeps its executor busy.
 
-Records the support bot (``experiments/support_bot/record.yaml``, 177 traces) once at
+Records the support bot (``experiments/support_bot/record.yaml``, 225 traces) once at
 zero latency, then runs a campaign of about ``--replays`` jobs on it with the engine's
 own runner (``run_campaign``) against the bundled simulator at ``--latency-ms`` per LLM
 call, once per executor (``local`` threads at ``--concurrency``; ``ray`` on a local

@@ -1,6 +1,6 @@
 """Benchmark: ``quiver gate`` on 50 probes with an existing profile, at 200 ms per LLM call.
 
-Records the support bot (``experiments/support_bot/record.yaml``, 177 traces) once at
+Records the support bot (``experiments/support_bot/record.yaml``, 225 traces) once at
 zero latency and analyses it (``quiver analyze``: the observational profile), then runs
 ``quiver gate`` as CI would (a subprocess, ``--profile`` pointing at that profile) with
 the bundled simulator at ``--latency-ms`` per call, once per candidate:

@@ -1,6 +1,6 @@
 """Benchmark: replay makes LLM calls only at and downstream of the target.
 
-Records the support bot (``experiments/support_bot``, 59 messages) once on an
+Records the support bot (``experiments/support_bot``, its first 59 messages) once on an
 in-process simulator with the demo's models, then, per perturbation target, replays
 every trace where the target ran with one operator and prints, measured in this one
 run:
@@ -73,7 +73,7 @@ are not upstream of each other, and are not re-executed either)."""
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency per simulated call")
-    parser.add_argument("--limit", type=int, default=59, help="messages to use (59)")
+    parser.add_argument("--limit", type=int, default=59, help="messages to use, from the first (59)")
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
     inputs = [

@@ -1,7 +1,7 @@
 """The support bot demo (experiments/support_bot), recorded and analysed as a user would.
 
 The corpus is recorded once per module with ``quiver record`` on the bundled spec (a
-subprocess, the bundled simulator, 59 messages x 3 repeats) and analysed in process
+subprocess, the bundled simulator, 75 messages x 3 repeats) and analysed in process
 against the bundled graph. The tests hold it to ``truth.yaml``: the structural features
 all occur, the planner is the sole bifurcation source at the threshold its field roles
 imply, and truth.yaml, graph.yaml and the recorded values agree on every node and field.
@@ -73,11 +73,11 @@ def _nodes(trace: Trace) -> list[str]:
 # --------------------------------------------------------------------------- the recording
 
 
-def test_record_spec_runs_every_input_three_times(traces: list[Trace]) -> None:
+def test_record_spec_runs_every_input_three_times(traces: list[Trace], truth: dict[str, Any]) -> None:
     spec = _read_yaml(SPEC)
     with (HERE / spec["inputs"]).open(encoding="utf-8") as fh:
         n_inputs = sum(1 for line in fh if line.strip())
-    assert 40 <= n_inputs <= 60
+    assert n_inputs == sum(truth["paths"].values())  # every input on exactly one path of truth.yaml
     assert spec["repeats"] == 3 and spec["concurrency"] == 8
     assert len(traces) == 3 * n_inputs
     assert all(t.status == "ok" for t in traces)

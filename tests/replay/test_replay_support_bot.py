@@ -1,6 +1,6 @@
 """Frozen replay and every operator on the support bot, against what truth.yaml states.
 
-The corpus (59 messages x 2 repeats) is recorded once per module on an in-process
+The corpus (75 messages x 2 repeats) is recorded once per module on an in-process
 simulator with the demo's models and its backend nondeterminism (0.15), so that the
 simulator's own request counter can be read: replays must make LLM calls only at and
 downstream of the target. Effects checked against experiments/support_bot/truth.yaml:
