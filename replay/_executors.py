@@ -21,7 +21,6 @@ what is in flight.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -30,7 +29,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,47 +186,57 @@ class LocalExecutor(Executor):
 
     def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
         worker = _worker(context)
-        # A slot is refilled by the thread whose replay just finished, in the future's
-        # done callback: waiting for this loop to wake up and take the GIL among the
-        # busy replay threads left slots empty (about 59 of 64 in flight). Finished
-        # replays reach this loop on a queue, in the order they finish, and on_done
-        # runs here, in this thread, one at a time.
-        finished: queue.SimpleQueue[tuple[ReplayJob, Future[dict[str, Any]]]] = queue.SimpleQueue()
+        # ``concurrency`` long-lived threads, each taking the next job as soon as its
+        # replay ends, and no lock anywhere on that path: a thread that holds a lock
+        # can lose the interpreter lock to one of the other replay threads and keep
+        # every thread that wants its lock waiting meanwhile. With a thread pool
+        # refilled from done callbacks under a lock, py-spy found half of the replay
+        # threads' samples waiting on that lock. The deque's popleft and the queue's
+        # put are atomic. Finished replays reach this loop in the order they finish;
+        # on_done runs here, in this thread, one at a time.
         todo = deque(jobs)
-        lock = threading.Lock()
-        state = {"submitted": 0, "closed": False}
+        finished: queue.SimpleQueue[tuple[ReplayJob | None, dict[str, Any] | BaseException | None]] = (
+            queue.SimpleQueue()
+        )
+        closed = threading.Event()
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-
-            def submit_next() -> bool:
-                with lock:
-                    if state["closed"] or not todo or should_stop():
-                        return False
-                    job = todo.popleft()
-                    state["submitted"] += 1
-                    future = pool.submit(worker.run, job)
-                future.add_done_callback(functools.partial(done, job))
-                return True
-
-            def done(job: ReplayJob, future: Future[dict[str, Any]]) -> None:
-                submit_next()  # before the put: the loop never sees a finished job whose refill is still to come
-                finished.put((job, future))
-
-            processed = 0
+        def slot() -> None:
             try:
-                for _ in range(self.concurrency):
-                    if not submit_next():
-                        break
-                while True:
-                    with lock:
-                        if processed == state["submitted"]:
-                            break
-                    job, future = finished.get()
-                    processed += 1
-                    on_done(job.job_id, future.result())
+                while not closed.is_set() and not should_stop():
+                    try:
+                        job = todo.popleft()
+                    except IndexError:
+                        return
+                    try:
+                        data: dict[str, Any] | BaseException = worker.run(job)
+                    except BaseException as exc:  # reported to the driver, which raises it
+                        data = exc
+                    finished.put((job, data))
             finally:
-                with lock:
-                    state["closed"] = True
+                finished.put((None, None))  # this slot is done
+
+        threads = [
+            threading.Thread(target=slot, name=f"quiver-replay-{i}", daemon=True)
+            for i in range(min(self.concurrency, len(todo)))
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            running = len(threads)
+            while running:
+                job, data = finished.get()
+                if job is None:
+                    running -= 1
+                elif isinstance(data, BaseException):
+                    raise data
+                else:
+                    assert data is not None
+                    on_done(job.job_id, data)
+        finally:
+            closed.set()  # the slots finish the replays they hold and take no more
+            for thread in threads:
+                if thread.is_alive():
+                    thread.join()
 
 
 def _ray_batch(context: ReplayContext, jobs: list[ReplayJob], threads: int) -> dict[str, Any]:
