@@ -111,7 +111,7 @@ class Redactor:
         self._fields = [_split_path(p) for p in self.config.fields]
         self._seen: dict[str, str] = {}
         self._checks = self._prechecks(extra_literals)
-        self._user = [re.compile(p).search for p in self.config.patterns]
+        self._user = self._searches("pattern")
 
     def _prechecks(self, literals: list[str]) -> list[Callable[[str], object]]:
         """Checks one of which hits any text a built-in rule or a literal would change,
@@ -133,12 +133,16 @@ class Redactor:
         forms = {form for s in literals for form in (s, json.dumps(s)[1:-1])}
         checks: list[Callable[[str], object]] = [lambda text: any(form in text for form in forms)] if forms else []
         if self.config.api_keys:
-            checks += [re.compile(p).search for p in _API_KEY_PATTERNS]
+            checks += self._searches("api_key")
         if self.config.bearer_tokens:
             checks.append(lambda text: "bearer" in text.lower())
         if self.config.emails:
             checks.append(_has_email)
         return checks
+
+    def _searches(self, kind: str) -> list[Callable[[str], object]]:
+        """The compiled rules of one kind, as searches."""
+        return [regex.search for k, regex, _ in self._rules if k == kind]
 
     def text(self, value: str) -> str:
         """Return ``value`` with every matching span replaced."""
