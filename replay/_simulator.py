@@ -28,7 +28,10 @@ headers), a 500, a timeout (the connection is held without an answer for
 ``timeout_hang_s``, then closed; :meth:`Simulator.stop` releases it at once), a
 malformed body (status 200, ``application/json``, the valid body cut in half), or a
 normal answer. Latency is then drawn from the same stream and applied to every
-answered request. Faults never touch the content: a retried request gets the same
+answered request, counted from the request's arrival: the simulator computes the answer
+first and sends it once the latency has passed since the request came in, so its own
+work lies inside the latency instead of adding to it (an answer that takes longer to
+compute than the latency goes out as soon as it is ready). Faults never touch the content: a retried request gets the same
 answer. Which attempt gets which fault depends on the order in which concurrent
 attempts arrive.
 
@@ -115,7 +118,8 @@ _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings
 
 
 class LatencyConfig(BaseModel):
-    """Latency added to every answered request (faulty answers included)."""
+    """The time from a request's arrival to its answer, for every answered request
+    (faulty answers included); the simulator's own work lies inside it."""
 
     model_config = _MODEL_CONFIG
 
@@ -170,7 +174,7 @@ class FaultConfig(BaseModel):
     model_config = _MODEL_CONFIG
 
     latency: LatencyConfig = LatencyConfig()
-    """Latency added to every answered request."""
+    """The time from a request's arrival to its answer, for every answered request."""
 
     rate_429: float = 0.0
     """Probability that an attempt is answered 429 (rate limited)."""
@@ -363,13 +367,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(self._unknown_url("GET"))
 
     def do_POST(self) -> None:  # noqa: N802
+        arrived = time.monotonic()
         raw = self._read_body()
         if raw is None:
             return
         if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
             self._send_error(self._unknown_url("POST"))
             return
-        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""))
+        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""), arrived)
 
     def _read_body(self) -> bytes | None:
         try:
@@ -545,8 +550,9 @@ class Simulator:
             raise SimulatorError("the Simulator is not running; call start() first")
         return tuple(self._server.server_address)
 
-    def _answer(self, handler: _Handler, raw: bytes, sample_key: str) -> None:
-        """Answer one chat completion attempt, faults included."""
+    def _answer(self, handler: _Handler, raw: bytes, sample_key: str, arrived: float) -> None:
+        """Answer one chat completion attempt, faults included, ``latency`` after ``arrived``
+        (``time.monotonic()`` when the request came in)."""
         self._stats.add("requests")
         try:
             req = _parse_request(raw, sample_key)
@@ -558,33 +564,34 @@ class Simulator:
         if outcome == "timeout":
             self._stats.add("timeout")
             self._hang(handler)
-        elif self._stopping.wait(latency_s):
+            return
+        status, body, headers = self._respond(req, outcome)
+        if self._stopping.wait(max(0.0, arrived + latency_s - time.monotonic())):
             handler.close_connection = True
         else:
-            self._respond(handler, req, outcome)
+            handler._send_bytes(status, body, headers)
 
     def _hang(self, handler: _Handler) -> None:
         handler.close_connection = True
         self._stopping.wait(self.config.faults.timeout_hang_s)
 
-    def _respond(self, handler: _Handler, req: SimRequest, outcome: Outcome) -> None:
+    def _respond(self, req: SimRequest, outcome: Outcome) -> tuple[int, bytes, dict[str, str] | None]:
+        """The answer to send for ``outcome``: status, body and extra headers."""
         faults = self.config.faults
         if outcome == "rate_limited":
             self._stats.add("rate_limited")
             err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
                              code="rate_limit_exceeded")
-            handler._send_error(err, _retry_headers(faults.retry_after_s))
-            return
+            return err.status, _json_bytes(err.body), _retry_headers(faults.retry_after_s)
         if outcome == "server_error":
             self._stats.add("server_error")
-            handler._send_error(_HTTPError(500, "The server had an error (simulated fault).",
-                                           type="server_error"))
-            return
+            err = _HTTPError(500, "The server had an error (simulated fault).", type="server_error")
+            return err.status, _json_bytes(err.body), None
         try:
             body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
         except SimulatorError as exc:
             self._stats.add("server_error")
-            handler._send_error(_HTTPError(500, str(exc), type="server_error"))
-            return
+            err = _HTTPError(500, str(exc), type="server_error")
+            return err.status, _json_bytes(err.body), None
         self._stats.add(outcome)
-        handler._send_bytes(200, body[: len(body) // 2] if outcome == "malformed" else body)
+        return 200, body[: len(body) // 2] if outcome == "malformed" else body, None

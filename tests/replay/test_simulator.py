@@ -7,6 +7,7 @@ import math
 import socket
 import textwrap
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -50,6 +51,13 @@ def _ranked(req: SimRequest) -> Fields:
 def _verdict(req: SimRequest) -> Fields:
     """Two sampled groups and one fixed field."""
     return Fields(verdict={"yes": 1.0, "no": 0.0}, score={1: 0.5, 2: 0.4, 3: 0.0}, version=2)
+
+
+@sim_model("test-slow")
+def _slow(req: SimRequest) -> Text:
+    """An answer that takes 0.4 s to compute."""
+    time.sleep(0.4)
+    return Text({"done": 0.0})
 
 
 MESSAGES = [
@@ -406,6 +414,19 @@ def test_the_fault_stream_is_reproducible_from_its_seed(faulty: Any) -> None:
     seen = outcomes(first)
     assert seen == outcomes(second)
     assert {"ok", "429", "500"} <= set(seen)
+
+
+def test_latency_counts_from_the_request_s_arrival_with_the_simulator_s_work_inside(faulty: Any) -> None:
+    """A 0.5 s latency and a model that computes for 0.4 s: the answer comes about 0.5 s
+    after the request, not 0.9 s (the latency does not add to the work); a fast model is
+    never answered before its latency."""
+    _, sdk = faulty(latency={"dist": "constant", "ms": 500})
+    ask(sdk, model="test-close")  # the connection is open before the timed requests
+    for model in ("test-slow", "test-close"):
+        start = time.perf_counter()
+        ask(sdk, model=model)
+        elapsed = time.perf_counter() - start
+        assert 0.5 <= elapsed < 0.85, (model, elapsed)
 
 
 def test_fault_rates_must_be_probabilities_summing_to_at_most_one() -> None:
