@@ -45,6 +45,7 @@ from quiver._graph import NodeSpec as GraphNode
 from quiver._graph import PipelineGraph
 from quiver._trace import CallKind, RetrievalDoc, ToolStep
 
+from ._threads import ReusingThreadPool
 from ._context import (
     CallRecord,
     Scope,
@@ -529,8 +530,13 @@ def bind(fn: Callable[..., T]) -> Callable[..., T]:
     return run
 
 
-class ThreadPoolExecutor(concurrent.futures.ThreadPoolExecutor):
-    """A thread pool whose submitted work joins the current trace (see :func:`bind`)."""
+class ThreadPoolExecutor(ReusingThreadPool):
+    """A thread pool whose submitted work joins the current trace (see :func:`bind`).
+
+    A :class:`concurrent.futures.ThreadPoolExecutor` in interface and behaviour; its
+    threads are reused across pools (:class:`~quiver.replay._threads.ReusingThreadPool`),
+    so a pipeline that opens a pool per run does not start threads per run.
+    """
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         return super().submit(bind(fn), *args, **kwargs)
