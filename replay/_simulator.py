@@ -31,9 +31,9 @@ normal answer. Latency is then drawn from the same stream and applied to every
 answered request, counted from the request's arrival: the simulator computes the answer
 first and sends it once the latency has passed since the request came in, so its own
 work lies inside the latency instead of adding to it (an answer that takes longer to
-compute than the latency goes out as soon as it is ready). Faults never touch the content: a retried request gets the same
-answer. Which attempt gets which fault depends on the order in which concurrent
-attempts arrive.
+compute than the latency goes out as soon as it is ready). Faults never touch the
+content: a retried request gets the same answer. Which attempt gets which fault depends
+on the order in which concurrent attempts arrive.
 
 **What the OpenAI SDK raises** (``openai`` 3.x with ``max_retries=0``), which the
 engine's retry policy maps to :class:`~quiver._errors.LLMUnavailable`:
