@@ -577,21 +577,22 @@ class Simulator:
 
     def _respond(self, req: SimRequest, outcome: Outcome) -> tuple[int, bytes, dict[str, str] | None]:
         """The answer to send for ``outcome``: status, body and extra headers."""
-        faults = self.config.faults
+        headers = None
         if outcome == "rate_limited":
             self._stats.add("rate_limited")
             err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
                              code="rate_limit_exceeded")
-            return err.status, _json_bytes(err.body), _retry_headers(faults.retry_after_s)
-        if outcome == "server_error":
+            headers = _retry_headers(self.config.faults.retry_after_s)
+        elif outcome == "server_error":
             self._stats.add("server_error")
             err = _HTTPError(500, "The server had an error (simulated fault).", type="server_error")
-            return err.status, _json_bytes(err.body), None
-        try:
-            body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
-        except SimulatorError as exc:
-            self._stats.add("server_error")
-            err = _HTTPError(500, str(exc), type="server_error")
-            return err.status, _json_bytes(err.body), None
-        self._stats.add(outcome)
-        return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
+        else:
+            try:
+                body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
+            except SimulatorError as exc:
+                self._stats.add("server_error")
+                err = _HTTPError(500, str(exc), type="server_error")
+            else:
+                self._stats.add(outcome)
+                return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
+        return err.status, _json_bytes(err.body), headers

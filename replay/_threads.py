@@ -54,8 +54,15 @@ _exiting = False
 _carrier_numbers = itertools.count()
 
 
-def _carrier(inbox: queue.SimpleQueue[_Task | None]) -> None:
+def _unbusy() -> None:
+    """One dispatched task fewer is running or about to run."""
     global _busy
+    with _busy_changed:
+        _busy -= 1
+        _busy_changed.notify_all()
+
+
+def _carrier(inbox: queue.SimpleQueue[_Task | None]) -> None:
     while True:
         task = inbox.get()
         if task is None:
@@ -63,9 +70,7 @@ def _carrier(inbox: queue.SimpleQueue[_Task | None]) -> None:
         try:
             task()
         finally:
-            with _busy_changed:
-                _busy -= 1
-                _busy_changed.notify_all()
+            _unbusy()
             del task
         if _exiting:
             return
@@ -86,9 +91,7 @@ def _dispatch(task: _Task) -> None:
         try:
             thread.start()
         except BaseException:
-            with _busy_changed:
-                _busy -= 1
-                _busy_changed.notify_all()
+            _unbusy()
             raise
     inbox.put(task)
 
