@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from quiver import NodeCall, Trace
-from quiver._analyze import analyze
+from quiver._observational import analyze
 
 WORDS = (
     "invoice refund account password export server latency outage billing plan upgrade "

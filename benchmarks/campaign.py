@@ -61,9 +61,9 @@ from pathlib import Path
 from typing import Any
 
 import quiver.experiments._campaign as campaign
-from quiver._traceio import load_traces
-from quiver.experiments._ledger import Ledger
-from quiver.replay import _executors
+from quiver._trace import load_traces
+from quiver.experiments._campaign import Ledger
+from quiver.replay._executors import base as _executors
 
 from _support_bot import DEMO, SPEC_HEAD, latency, record_baseline  # benchmarks/, first on the path
 

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 import quiver.experiments.support_bot.sim_models  # noqa: F401  (registers the demo's models)
-from quiver._traceio import iter_traces
+from quiver._trace import iter_traces
 from quiver.perturbations import make_operator
 from quiver.replay import (
     FaultConfig,

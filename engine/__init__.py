@@ -1,11 +1,28 @@
 """QUIVER engine: interventional perturbation and replay for compound LLM pipelines.
 
-The core package holds the data model and the mathematics (traces, redaction,
-graphs, distances, pairs, estimators, the observational profile and its report); it
-never calls the network and never runs user code. The instrumentation API that pipelines use (``quiver.node``,
-``quiver.decide``, ``quiver.loop``, ``quiver.template``, ``quiver.llm`` ...) lives in
-:mod:`quiver.replay` and is re-exported here lazily, so importing ``quiver`` stays
-light and the layering (core <- perturbations <- replay <- experiments) holds.
+The core package holds the data model and the mathematics: traces, redaction, the
+graph, distances, pairs, the observational and interventional estimators, reports and
+importers. It never calls the network and never runs user code. The instrumentation API
+that pipelines use (``quiver.node``, ``quiver.decide``, ``quiver.loop``,
+``quiver.template``, ``quiver.llm`` ...) lives in :mod:`quiver.replay` and is
+re-exported here.
+
+Every public name is imported on first use (PEP 562 ``__getattr__``), so ``import
+quiver`` loads only this file and a production pipeline that decorates its steps with
+``@quiver.node`` pays for the instrumentation alone: no numpy, diskcache, pydantic or
+OpenAI SDK until a recording, an analysis or an LLM call needs them. Measured with
+``python -X importtime`` (see the README, "Layout").
+
+Where each name lives (one family per private subpackage, see the README's layout):
+
+* ``quiver._trace``: the trace format, its reading and writing, redaction, trace diffs;
+* ``quiver._graph``: the pipeline graph and its inference;
+* ``quiver._distance``: type-dispatched distances, their kernel registry, embeddings;
+* ``quiver._stats``: estimates with intervals, the group bootstrap, the pair table;
+* ``quiver._observational``: ``analyze`` and the estimators of QUIVER.md §3-§10;
+* ``quiver._interventional``: pair results and the estimates of a campaign (§6-§7, §11-§13);
+* ``quiver._report``: Markdown reports and plots;
+* ``quiver._importers``: OpenInference, OTel GenAI and Langfuse spans in and out.
 """
 
 from __future__ import annotations
@@ -13,72 +30,116 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_json, content_hash, to_jsonable
-from ._errors import (
-    InstrumentationError,
-    LLMError,
-    LLMRequestError,
-    LLMUnavailable,
-    PipelineError,
-    QuiverError,
-    SimulatorError,
-    SpecError,
-    TraceFormatError,
-)
-from ._redact import RedactingFilter, RedactionConfig, Redactor
-from ._trace import (
-    SCHEMA_VERSION,
-    CallError,
-    CallKind,
-    LLMResponse,
-    Message,
-    ModelInfo,
-    NodeCall,
-    PromptInfo,
-    RetrievalDoc,
-    ToolStep,
-    Trace,
-    trace_json_schema,
-)
-from ._traceio import TraceLoad, TraceWriter, iter_traces, load_traces, write_traces
-from ._import_build import ImportResult, import_traces
-from ._import_common import ImportProblem, SourceSpan
-from ._import_openinference import export_openinference, write_openinference
-from ._analyze import Profile, analyze, default_cache_dir
-from ._distance import FieldTypeError, TextDistance, output_distance, texts_to_compare, value_distance
-from ._embed import Embedder, EmbeddingError, EmbeddingStore, FunctionEmbedder, SentenceTransformerEmbedder
-from ._estimate import Estimate, GroupBootstrap
-from ._faithfulness import load_golden
-from ._graph import FieldSpec, GraphInference, LoopSpec, NodeSpec, PipelineGraph, infer_graph, load_graph
-from ._pairs import NoPairsError, PairTable
-from ._report import render_report
-from ._interventional import campaign_estimates
-from ._intreport import interventional_report
-
 __version__ = "0.1.0"
 
-_REPLAY_NAMES = (
-    "node",
-    "decide",
-    "loop",
-    "iteration",
-    "bind",
-    "gather",
-    "ThreadPoolExecutor",
-    "retrieved",
-    "tool_step",
-    "template",
-    "get_template",
-    "Template",
-    "llm",
-    "configure_llm",
-    "LLMClient",
-    "ChatResult",
-    "RetryPolicy",
-)
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "quiver._canonical": ("canonical_json", "content_hash", "to_jsonable"),
+    "quiver._errors": (
+        "QuiverError", "TraceFormatError", "SpecError", "InstrumentationError", "LLMError", "LLMRequestError",
+        "LLMUnavailable", "SimulatorError", "PipelineError",
+    ),
+    "quiver._trace": (
+        "SCHEMA_VERSION", "CallError", "CallKind", "LLMResponse", "Message", "ModelInfo", "NodeCall", "PromptInfo",
+        "RetrievalDoc", "ToolStep", "Trace", "trace_json_schema", "TraceLoad", "TraceWriter", "iter_traces",
+        "load_traces", "write_traces", "RedactingFilter", "RedactionConfig", "Redactor", "Divergence", "FieldDiff",
+    ),
+    "quiver._graph": ("FieldSpec", "GraphInference", "LoopSpec", "NodeSpec", "PipelineGraph", "infer_graph",
+                      "load_graph"),
+    "quiver._distance": (
+        "FieldTypeError", "TextDistance", "output_distance", "texts_to_compare", "value_distance", "Embedder", "EmbeddingError", "EmbeddingStore", "FunctionEmbedder",
+        "SentenceTransformerEmbedder", "default_cache_dir",
+    ),
+    "quiver._stats": ("Estimate", "GroupBootstrap", "NoPairsError", "PairTable"),
+    "quiver._observational": ("Profile", "analyze", "load_golden"),
+    "quiver._interventional": ("PairResult", "pair_results", "campaign_estimates"),
+    "quiver._report": ("render_report", "interventional_report"),
+    "quiver._importers": (
+        "ImportProblem", "ImportResult", "SourceSpan", "import_traces",
+        "export_openinference", "write_openinference",
+    ),
+    "quiver.replay": (
+        "node", "decide", "loop", "iteration", "bind", "gather", "ThreadPoolExecutor", "retrieved", "tool_step",
+        "template", "get_template", "Template", "llm", "configure_llm", "LLMClient", "ChatResult", "RetryPolicy",
+    ),
+}
+_WHERE = {name: module for module, names in _FAMILIES.items() for name in names}
 
-if TYPE_CHECKING:
-    from quiver.replay import (  # noqa: F401
+if TYPE_CHECKING:  # what type checkers and editors see; nothing here runs
+    from quiver._canonical import canonical_json, content_hash, to_jsonable
+    from quiver._distance import (
+        Embedder,
+        EmbeddingError,
+        EmbeddingStore,
+        FieldTypeError,
+        FunctionEmbedder,
+        Kernel,
+        SentenceTransformerEmbedder,
+        TextDistance,
+        default_cache_dir,
+        output_distance,
+        register_kernel,
+        registered_kernels,
+        texts_to_compare,
+        value_distance,
+    )
+    from quiver._errors import (
+        InstrumentationError,
+        LLMError,
+        LLMRequestError,
+        LLMUnavailable,
+        PipelineError,
+        QuiverError,
+        SimulatorError,
+        SpecError,
+        TraceFormatError,
+    )
+    from quiver._graph import FieldSpec, GraphInference, LoopSpec, NodeSpec, PipelineGraph, infer_graph, load_graph
+    from quiver._importers import (
+        ImportProblem,
+        ImportResult,
+        SourceSpan,
+        export_openinference,
+        import_format,
+        import_traces,
+        registered_formats,
+        write_openinference,
+    )
+    from quiver._interventional import (
+        CampaignEstimates,
+        PairResult,
+        PairRow,
+        PerturbationEstimates,
+        campaign_estimates,
+        pair_results,
+    )
+    from quiver._observational import Profile, analyze, load_golden
+    from quiver._report import interventional_report, render_report, write_profile
+    from quiver._stats import Estimate, GroupBootstrap, NoPairsError, PairTable
+    from quiver._trace import (
+        SCHEMA_VERSION,
+        CallError,
+        CallKind,
+        Divergence,
+        FieldDiff,
+        LLMResponse,
+        Message,
+        ModelInfo,
+        NodeCall,
+        PromptInfo,
+        RedactingFilter,
+        RedactionConfig,
+        Redactor,
+        RetrievalDoc,
+        ToolStep,
+        Trace,
+        TraceLoad,
+        TraceWriter,
+        iter_traces,
+        load_traces,
+        trace_json_schema,
+        write_traces,
+    )
+    from quiver.replay import (
         ChatResult,
         LLMClient,
         RetryPolicy,
@@ -100,79 +161,16 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _REPLAY_NAMES:
-        value = getattr(importlib.import_module("quiver.replay"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'quiver' has no attribute {name!r}")
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'quiver' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = [
-    "Embedder",
-    "EmbeddingError",
-    "EmbeddingStore",
-    "Estimate",
-    "FieldSpec",
-    "FieldTypeError",
-    "FunctionEmbedder",
-    "GraphInference",
-    "GroupBootstrap",
-    "ImportProblem",
-    "ImportResult",
-    "LoopSpec",
-    "NoPairsError",
-    "NodeSpec",
-    "PairTable",
-    "PipelineGraph",
-    "Profile",
-    "SentenceTransformerEmbedder",
-    "SourceSpan",
-    "TextDistance",
-    "analyze",
-    "default_cache_dir",
-    "export_openinference",
-    "import_traces",
-    "infer_graph",
-    "load_golden",
-    "load_graph",
-    "output_distance",
-    "render_report",
-    "texts_to_compare",
-    "value_distance",
-    "write_openinference",
-    "SCHEMA_VERSION",
-    "CallError",
-    "CallKind",
-    "InstrumentationError",
-    "LLMError",
-    "LLMRequestError",
-    "LLMResponse",
-    "LLMUnavailable",
-    "Message",
-    "ModelInfo",
-    "NodeCall",
-    "PipelineError",
-    "PromptInfo",
-    "QuiverError",
-    "RedactingFilter",
-    "RedactionConfig",
-    "Redactor",
-    "RetrievalDoc",
-    "SimulatorError",
-    "SpecError",
-    "ToolStep",
-    "Trace",
-    "TraceFormatError",
-    "TraceLoad",
-    "TraceWriter",
-    "canonical_json",
-    "content_hash",
-    "iter_traces",
-    "load_traces",
-    "to_jsonable",
-    "trace_json_schema",
-    "write_traces",
-    *_REPLAY_NAMES,
-    "campaign_estimates",
-    "interventional_report",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
+
+__all__ = [name for names in _FAMILIES.values() for name in names]

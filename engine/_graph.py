@@ -31,9 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ._errors import SpecError
-from ._trace import Trace
-from ._yamlspec import load_yaml_with_lines, validate_spec
+from quiver._errors import SpecError
+from quiver._trace import Trace
+from quiver._yamlspec import load_yaml_with_lines, validate_spec
 
 __all__ = [
     "FieldType",

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._errors import SpecError
-from ._traceio import format_loc
+from quiver._errors import SpecError
+from quiver._trace import format_loc
 
 __all__ = ["load_yaml_with_lines", "load_spec", "validate_spec"]
 

@@ -22,9 +22,9 @@ Third-party operators register through the entry-point group ``quiver.operators`
 
 from __future__ import annotations
 
-from ._execution import ParamChange, PromptSwap
-from ._output import BoolFlip, CategoricalFlip, ListEdit, Override, TextEdit, logprob_alternatives
-from ._registry import (
+from quiver.perturbations._operators import ParamChange, PromptSwap
+from quiver.perturbations._operators import BoolFlip, CategoricalFlip, ListEdit, Override, TextEdit, logprob_alternatives
+from quiver.perturbations._registry import (
     ExecutionChange,
     Operator,
     OperatorContext,

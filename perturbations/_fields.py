@@ -9,12 +9,12 @@ from typing import Any
 
 from quiver._graph import FieldSpec, NodeSpec
 
-from ._registry import OperatorError
+from quiver.perturbations._registry import OperatorError
 
 __all__ = ["get_field", "set_field", "field_spec"]
 
 
-def _keys(value: Any) -> str:
+def keys_text(value: Any) -> str:
     return ", ".join(map(str, value)) or "none"
 
 
@@ -34,7 +34,7 @@ def _walk(output: Any, field: str, op: str) -> tuple[Any, str]:
             return node, key
         if key not in node:
             raise OperatorError(
-                f"operator '{op}' field '{field}': {where} has no key '{key}'; its keys are {_keys(node)}"
+                f"operator '{op}' field '{field}': {where} has no key '{key}'; its keys are {keys_text(node)}"
             )
         node = node[key]
     raise AssertionError("unreachable")  # pragma: no cover
@@ -52,7 +52,7 @@ def get_field(output: Any, field: str | None, op: str) -> Any:
     if key not in holder:
         where = field.rpartition(".")[0] or "the output"
         raise OperatorError(
-            f"operator '{op}' field '{field}': {where} has no key '{key}'; its keys are {_keys(holder)}"
+            f"operator '{op}' field '{field}': {where} has no key '{key}'; its keys are {keys_text(holder)}"
         )
     return holder[key]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from quiver._canonical import canonical_json
 
-from ._fields import get_field
+from quiver.perturbations._fields import get_field
 
 __all__ = ["logprob_alternatives", "same_value"]
 

@@ -14,8 +14,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._context import TraceBuilder
-    from ._instrument import (
+    from quiver.replay._instrument import TraceBuilder
+    from quiver.replay._instrument import (
         CallHandle,
         NodeSpec,
         ThreadPoolExecutor,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         retrieved,
         tool_step,
     )
-    from ._llm import (
+    from quiver.replay._llm import (
         ChatResult,
         LLMClient,
         RetryPolicy,
@@ -40,11 +40,11 @@ if TYPE_CHECKING:
         use_llm,
         use_response_cache,
     )
-    from ._cache import ResponseCache
-    from ._pairing import PairResult, pair_results
-    from ._pipeline import call_pipeline, load_pipeline
-    from ._diff import Divergence, FieldDiff
-    from ._replay import (
+    from quiver.replay._llm import ResponseCache
+    from quiver._interventional import PairResult, pair_results
+    from quiver.replay._pipeline import call_pipeline, load_pipeline
+    from quiver._trace import Divergence, FieldDiff
+    from quiver.replay._replayer import (
         DIMENSIONS,
         ReplayError,
         ReplayMode,
@@ -55,10 +55,10 @@ if TYPE_CHECKING:
         replay_sample_key,
         replay_trace,
     )
-    from ._record import InputItem, RecordResult, new_run_id, record_corpus, trace_sample_key
-    from ._simmodels import Fields, SimChoice, SimRequest, Text, complete, sim_model, sim_model_names
-    from ._simprocess import SimulatorProcess
-    from ._simulator import (
+    from quiver.replay._record import InputItem, RecordResult, new_run_id, record_corpus, trace_sample_key
+    from quiver.replay._sim import Fields, SimChoice, SimRequest, Text, complete, sim_model, sim_model_names
+    from quiver.replay._sim import SimulatorProcess
+    from quiver.replay._sim import (
         SAMPLE_KEY_HEADER,
         FaultConfig,
         LatencyConfig,
@@ -66,46 +66,46 @@ if TYPE_CHECKING:
         SimulatorConfig,
         check_loopback,
     )
-    from ._templates import Template, get_template, load_template_file, template, template_overrides
+    from quiver.replay._instrument import Template, get_template, load_template_file, template, template_overrides
 
 _EXPORTS = {
-    "DIMENSIONS": "._replay",
-    "Divergence": "._diff",
-    "FieldDiff": "._diff",
-    "ReplayError": "._replay",
-    "ReplayMode": "._replay",
-    "ReplayResult": "._replay",
-    "Target": "._replay",
-    "TargetReport": "._replay",
-    "replay_many": "._replay",
-    "replay_sample_key": "._replay",
-    "replay_trace": "._replay",
+    "DIMENSIONS": "._replayer",
+    "Divergence": "quiver._trace",
+    "FieldDiff": "quiver._trace",
+    "ReplayError": "._replayer",
+    "ReplayMode": "._replayer",
+    "ReplayResult": "._replayer",
+    "Target": "._replayer",
+    "TargetReport": "._replayer",
+    "replay_many": "._replayer",
+    "replay_sample_key": "._replayer",
+    "replay_trace": "._replayer",
     "request_overrides": "._llm",
     "use_response_cache": "._llm",
-    "ResponseCache": "._cache",
-    "PairResult": "._pairing",
-    "pair_results": "._pairing",
+    "ResponseCache": "._llm",
+    "PairResult": "quiver._interventional",
+    "pair_results": "quiver._interventional",
     "bind": "._instrument",
     "call_pipeline": "._pipeline",
     "CallHandle": "._instrument",
     "ChatResult": "._llm",
-    "check_loopback": "._simulator",
-    "complete": "._simmodels",
+    "check_loopback": "._sim",
+    "complete": "._sim",
     "configure_llm": "._llm",
     "decide": "._instrument",
     "declared_graph": "._instrument",
     "derive_sample_key": "._llm",
-    "FaultConfig": "._simulator",
-    "Fields": "._simmodels",
+    "FaultConfig": "._sim",
+    "Fields": "._sim",
     "gather": "._instrument",
-    "get_template": "._templates",
+    "get_template": "._instrument",
     "InputItem": "._record",
     "iteration": "._instrument",
-    "LatencyConfig": "._simulator",
+    "LatencyConfig": "._sim",
     "llm": "._llm",
     "LLMClient": "._llm",
     "load_pipeline": "._pipeline",
-    "load_template_file": "._templates",
+    "load_template_file": "._instrument",
     "loop": "._instrument",
     "new_run_id": "._record",
     "node": "._instrument",
@@ -114,22 +114,22 @@ _EXPORTS = {
     "RecordResult": "._record",
     "retrieved": "._instrument",
     "RetryPolicy": "._llm",
-    "SAMPLE_KEY_HEADER": "._simulator",
-    "sim_model": "._simmodels",
-    "sim_model_names": "._simmodels",
-    "SimChoice": "._simmodels",
-    "SimRequest": "._simmodels",
-    "Simulator": "._simulator",
-    "SimulatorConfig": "._simulator",
-    "SimulatorProcess": "._simprocess",
-    "Template": "._templates",
-    "template": "._templates",
-    "template_overrides": "._templates",
-    "Text": "._simmodels",
+    "SAMPLE_KEY_HEADER": "._sim",
+    "sim_model": "._sim",
+    "sim_model_names": "._sim",
+    "SimChoice": "._sim",
+    "SimRequest": "._sim",
+    "Simulator": "._sim",
+    "SimulatorConfig": "._sim",
+    "SimulatorProcess": "._sim",
+    "Template": "._instrument",
+    "template": "._instrument",
+    "template_overrides": "._instrument",
+    "Text": "._sim",
     "ThreadPoolExecutor": "._instrument",
     "tool_step": "._instrument",
     "trace_sample_key": "._record",
-    "TraceBuilder": "._context",
+    "TraceBuilder": "._instrument",
     "use_llm": "._llm",
 }
 

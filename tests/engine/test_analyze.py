@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from quiver import NodeCall, PipelineGraph, Trace, analyze, texts_to_compare
-from quiver._pairs import texts_for
+from quiver._stats import texts_for
 
 SENTENCES = [
     "Your invoice was charged twice this month.",

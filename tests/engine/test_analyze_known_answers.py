@@ -21,10 +21,10 @@ import pytest
 
 import quiver
 from quiver import Trace
-from quiver._analyze import analyze
-from quiver._pairs import NoPairsError
+from quiver._observational import analyze
+from quiver._stats import NoPairsError
 from quiver.replay import TraceBuilder
-from quiver.replay._context import current_builder
+from quiver.replay._instrument import current_builder
 
 FIELDS = 10
 CACHE = Path(tempfile.mkdtemp(prefix="quiver-known-answers-"))

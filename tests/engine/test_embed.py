@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quiver._embed import (
+from quiver._distance import (
     EmbeddingError,
     EmbeddingStore,
     FunctionEmbedder,
@@ -39,7 +39,7 @@ def letters(texts: list[str]) -> list[list[float]]:
 
 
 def test_importing_the_module_loads_no_model_library() -> None:
-    code = "import sys, quiver._embed; print(any(m in sys.modules for m in ('torch', 'sentence_transformers')))"
+    code = "import sys, quiver._distance; print(any(m in sys.modules for m in ('torch', 'sentence_transformers')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

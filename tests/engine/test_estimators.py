@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quiver._budgets import drift_budget, impact_set
-from quiver._divergence import bifurcation_thresholds, divergence_rates, noise_origin
-from quiver._estimate import Estimate
-from quiver._sensitivity import (
+from quiver._observational import drift_budget, impact_set
+from quiver._observational import bifurcation_thresholds, divergence_rates, noise_origin
+from quiver._stats import Estimate
+from quiver._observational import (
     PathProduct,
     critical_path,
     edge_sensitivity,

@@ -15,7 +15,7 @@ import pytest
 
 import quiver
 from quiver import NodeCall, Trace, content_hash
-from quiver._import_values import to_ns
+from quiver._importers import to_ns
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces" / "langfuse"
 FILES = sorted(DATA.glob("*.trace.json"))

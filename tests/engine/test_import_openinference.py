@@ -18,7 +18,7 @@ import pytest
 
 import quiver
 from quiver import NodeCall, Trace, content_hash
-from quiver._import_common import summary_key
+from quiver._importers import summary_key
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 CLIENT_SPAN = DATA / "openinference" / "openinference_client_span_tool_calls.json"

@@ -14,7 +14,7 @@ import pytest
 
 import quiver
 from quiver import NodeCall, Trace, content_hash
-from quiver._import_common import summary_key
+from quiver._importers import summary_key
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces" / "openinference"
 CLIENT_SPAN = DATA / "otel_genai_client_span_tool_calls.json"

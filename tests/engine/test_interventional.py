@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from quiver import NodeCall, PipelineGraph, Trace, campaign_estimates, interventional_report
-from quiver._analyze import analyze
+from quiver._observational import analyze
 from quiver._errors import QuiverError
 from quiver._graph import infer_graph
 from quiver._interventional import holm, permutation_test
-from quiver._pairs import PairTable, build_pairs, group_traces
+from quiver._stats import PairTable, build_pairs, group_traces
 
 FIELDS = 10
 NODES = ("rewriter", "cs", "planner", "composer")

@@ -326,7 +326,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 def test_write_plots_writes_three_valid_pngs(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from quiver._plots import write_plots
+    from quiver._report import write_plots
 
     paths = write_plots(realistic_profile(), tmp_path)
     assert [p.name for p in paths] == ["ratios.png", "sigma_matrix.png", "graph.png"]
@@ -340,14 +340,14 @@ def test_write_plots_writes_three_valid_pngs(tmp_path: Path) -> None:
 
 def test_write_plots_skips_the_ratio_grid_without_ratios(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from quiver._plots import write_plots
+    from quiver._report import write_plots
 
     assert [p.name for p in write_plots(MINIMAL, tmp_path)] == ["sigma_matrix.png", "graph.png"]
 
 
 def test_the_ratio_grid_falls_back_to_the_stored_histogram(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from quiver._plots import write_plots
+    from quiver._report import write_plots
 
     profile = realistic_profile()
     bins = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, None]
@@ -362,7 +362,7 @@ def test_the_ratio_grid_falls_back_to_the_stored_histogram(tmp_path: Path) -> No
 
 def test_write_plots_without_matplotlib_says_how_to_install_it(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from quiver._plots import write_plots
+    from quiver._report import write_plots
 
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.setitem(sys.modules, name, None)
@@ -372,5 +372,5 @@ def test_write_plots_without_matplotlib_says_how_to_install_it(tmp_path: Path,
 
 
 def test_importing_the_report_modules_does_not_import_matplotlib() -> None:
-    code = "import sys, quiver._report, quiver._plots; assert 'matplotlib' not in sys.modules"
+    code = "import sys, quiver._report, quiver._report; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from quiver._errors import SpecError
-from quiver._traceio import load_traces
+from quiver._trace import load_traces
 from quiver._yamlspec import load_spec
 from quiver.experiments._campaign import expand_jobs, run_campaign
-from quiver.experiments._campaign_spec import CampaignSpec
+from quiver.experiments._config import CampaignSpec
 
 ROOT = Path(__file__).parents[2]
 DEMO = ROOT / "experiments" / "support_bot"

@@ -93,7 +93,7 @@ def test_a_name_taken_by_another_class_is_refused(monkeypatch: pytest.MonkeyPatc
         binary = True
         Params = OperatorParams
 
-    with pytest.raises(OperatorError, match=r"'override' is already registered by quiver\.perturbations\._output\.Override"):
+    with pytest.raises(OperatorError, match=r"'override' is already registered by quiver\.perturbations\._operators\.output\.Override"):
         operator("override")(Again)
     operator("again")(Again)
     operator("again")(Again)  # the same class again is fine

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from quiver.replay import _executors
+from quiver.replay._executors import base as _executors
 from quiver.replay._executors import LocalExecutor, ReplayContext, ReplayJob, quiet_collector
 
 

@@ -12,7 +12,7 @@ import pytest
 import quiver
 from quiver import InstrumentationError
 from quiver.replay import LLMClient, TraceBuilder, use_llm
-from quiver.replay._context import current_builder
+from quiver.replay._instrument import current_builder
 
 
 def record(fn: Any, *args: Any, client: LLMClient | None = None, **kwargs: Any) -> quiver.Trace:
@@ -142,7 +142,7 @@ def test_async_pipeline_with_gather_of_undecorated_helpers_is_deterministic() ->
 
 
 def test_a_plain_thread_pool_loses_its_calls_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    from quiver.replay._context import active_recordings
+    from quiver.replay._instrument import active_recordings
 
     @quiver.node("lost")
     def lost(x: int) -> int:

@@ -25,9 +25,9 @@ import pytest
 import quiver.experiments.support_bot.sim_models  # noqa: F401  (registers the demo's models)
 from quiver import FunctionEmbedder
 from quiver._graph import PipelineGraph, load_graph
-from quiver._pairs import build_pairs
+from quiver._stats import build_pairs
 from quiver._trace import Trace
-from quiver._traceio import iter_traces
+from quiver._trace import iter_traces
 from quiver.perturbations import expand_ladder, make_operator
 from quiver.replay import (
     InputItem,
@@ -238,7 +238,7 @@ def _observational(bot: Bot) -> dict[str, list[float]]:
     for t in bot.traces:
         by_input.setdefault(t.input_id, []).append(t)
     groups = {k: v for k, v in by_input.items() if len(v) == 2}
-    from quiver._embed import EmbeddingStore
+    from quiver._distance import EmbeddingStore
     from quiver._graph import infer_graph
 
     full = infer_graph(bot.traces, bot.graph)[0]

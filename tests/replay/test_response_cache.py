@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from quiver import iter_traces
-from quiver._redact import Redactor
+from quiver._trace import Redactor
 from quiver.perturbations import make_operator
 from quiver.replay import (
     InputItem,
@@ -21,7 +21,7 @@ from quiver.replay import (
     record_corpus,
     replay_trace,
 )
-from quiver.replay._context import current_builder
+from quiver.replay._instrument import current_builder
 
 PIPELINES = Path(__file__).parent.parent / "pipelines"
 

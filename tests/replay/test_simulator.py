@@ -21,9 +21,9 @@ import pydantic
 import pytest
 
 from quiver._errors import SimulatorError
-from quiver.replay._simmodels import Fields, SimRequest, Text, complete, sim_model
-from quiver.replay._simprocess import SimulatorProcess
-from quiver.replay._simulator import (
+from quiver.replay._sim import Fields, SimRequest, Text, complete, sim_model
+from quiver.replay._sim import SimulatorProcess
+from quiver.replay._sim import (
     SAMPLE_KEY_HEADER,
     FaultConfig,
     LatencyConfig,
@@ -135,7 +135,7 @@ def binomial_interval(n: int, p: float, level: float = 0.99) -> tuple[int, int]:
 
 def write_model_module(directory: Path, module: str, model: str) -> None:
     (directory / f"{module}.py").write_text(textwrap.dedent(f"""
-        from quiver.replay._simmodels import Fields, sim_model
+        from quiver.replay._sim import Fields, sim_model
 
         @sim_model({model!r})
         def plugged(req):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import quiver
-from quiver.replay._threads import ReusingThreadPool
+from quiver.replay._instrument import ReusingThreadPool
 
 
 def test_it_is_a_standard_pool_and_quiver_s_pool_is_one() -> None:
@@ -122,7 +122,7 @@ def test_work_still_running_at_interpreter_exit_is_waited_for(tmp_path: Path) ->
     out = tmp_path / "finished.txt"
     script = textwrap.dedent(f"""
         import time
-        from quiver.replay._threads import ReusingThreadPool
+        from quiver.replay._instrument import ReusingThreadPool
 
         def slow():
             time.sleep(0.5)

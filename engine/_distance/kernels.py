@@ -1,0 +1,491 @@
+"""Type-dispatched distances between node outputs (QUIVER.md §2, §6 [engine], §13).
+
+A node's output is compared field by field, each field by the kernel of its declared
+type, and the per-field distances are combined with role weights (routing 2, context 1,
+observability 0) normalised to sum 1::
+
+    categorical, bool   1[a != b]
+    numeric             |a - b| / max(|a|, |b|, 1e-9), at most 1
+    set                 Jaccard distance 1 - |A & B| / |A | B|
+    list                Levenshtein / max(len)   (order="rank": normalised footrule)
+    text                1 - cos(phi(a), phi(b)), clipped to [0, 1]; identical -> 0
+    mapping             mean(key-set Jaccard, mean text distance over shared keys)
+    json                recursive weighted mean, weights normalised per level
+
+Text distances come from a :class:`TextDistance` the caller supplies (in practice
+:meth:`quiver._distance.EmbeddingStore.distance`); :func:`texts_to_compare` lists the text
+pairs a computation will need, so that every text can be embedded once, in a batch,
+first.
+
+Choices QUIVER.md leaves open, made here **[engine]**:
+
+* Set elements, list elements and rank items are compared by their canonical JSON, so
+  unhashable items work and ``1``, ``1.0`` and ``True`` are three different elements.
+* ``order="rank"`` lists use Spearman's footrule with location parameter
+  ``l = max(len(a), len(b)) + 1`` (Fagin et al. 2003, "Comparing top k lists"): items
+  keep their 1-based position, an item missing from a list is ranked ``l`` (last), and
+  the sum over the union is divided by its value for two disjoint lists of the same
+  lengths, its maximum. Repeated items count at their first position.
+* Numeric: the kernel is clipped to 1, so values of opposite signs (whose raw ratio
+  reaches 2) are as far apart as a missing value, and every field distance lies in
+  [0, 1]. Two equal values (also two infinities of one sign, or two NaNs) give 0; any
+  other pair with a NaN or an infinity gives 1.
+* Mapping: two empty mappings give 0; values that are not strings are compared as their
+  canonical JSON text; list values are joined with newlines.
+* JSON leaves: two strings are compared by text distance when either is long (more than
+  32 characters or holding a newline), else by equality; values of different kinds (a
+  number and a string, a dict and a list, a bool and a number) give 1. Values that are
+  not plain JSON (sets, tuples, models) are first converted by
+  :func:`quiver.to_jsonable`.
+* A node whose kept fields all weigh 0 (observability only), or which has no field
+  defined for the pair, has distance 0.0. A :class:`~quiver._graph.NodeSpec` with neither
+  ``fields`` nor ``output`` is compared as one whole JSON output.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import reprlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from quiver._canonical import canonical_json, to_jsonable
+from quiver._errors import QuiverError
+from quiver._graph import FieldSpec, NodeSpec, infer_field
+
+__all__ = [
+    "TextDistance",
+    "FieldTypeError",
+    "value_distance",
+    "output_distance",
+    "texts_to_compare",
+    "numeric_distance",
+    "jaccard_distance",
+    "edit_distance",
+    "footrule_distance",
+]
+
+NUMERIC_EPS = 1e-9
+"""The numeric kernel's floor on the denominator (QUIVER.md §13)."""
+SHORT_TEXT = 32
+"""JSON strings up to this length, without a newline, are compared by equality."""
+
+_repr = reprlib.Repr()
+_repr.maxstring = 40
+_repr.maxother = 40
+_repr.maxlist = 4
+_repr.maxdict = 4
+
+
+class TextDistance(Protocol):
+    """A distance between two strings, in [0, 1], 0 for identical strings."""
+
+    def __call__(self, a: str, b: str, /) -> float: ...
+
+
+class FieldTypeError(QuiverError):
+    """A recorded value whose kind does not fit the field's declared type.
+
+    Attributes:
+        field_type: The type the graph declares (``numeric``, ``set``, ...).
+        value: The offending value.
+        path: Where the value sits in the output (``intent``, ``plan.steps``), when
+            known.
+    """
+
+    def __init__(self, field_type: str, value: Any, path: str | None = None) -> None:
+        self.field_type = field_type
+        self.value = value
+        self.path = path
+        inferred = "set" if isinstance(value, (set, frozenset)) else infer_field([value]).type
+        where = f"field {path!r}: " if path else ""
+        super().__init__(
+            f"{where}declared {field_type}, but the value is a {type(value).__name__} "
+            f"({_repr.repr(value)}); declare it as {inferred} in the graph, "
+            f"or record a {field_type} value"
+        )
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def value_distance(spec: FieldSpec, a: Any, b: Any, text: TextDistance) -> float:
+    """The distance of two values of one field, by the field's type (QUIVER.md §2).
+
+    Args:
+        spec: The field's declared type (and, for json, the types of nested keys).
+        a: One value; ``None`` stands for "no value".
+        b: The other value.
+        text: The text distance used for text, mapping and long JSON strings.
+
+    Returns:
+        A distance in [0, 1]: 0 for equal values, 1 for ``None`` against a value.
+
+    Raises:
+        FieldTypeError: A value of the wrong kind for ``spec.type`` (e.g. a ``str``
+            for a numeric field, a ``dict`` for a set field).
+    """
+    return _value(spec, a, b, text, None)
+
+
+def output_distance(
+    node: NodeSpec, a: Any, b: Any, text: TextDistance
+) -> tuple[float, dict[str, float]]:
+    """The distance of two outputs of one node, and its per-field distances.
+
+    A whole-output node gives ``(d, {"output": d})``. A node with fields compares each
+    declared field present on both sides by its type; a field present on one side only
+    counts 1; a field missing on both sides is left out and the remaining weights are
+    renormalised (QUIVER.md §6 [engine]). Weights are ``FieldSpec.effective_weight``
+    (routing 2, context 1, observability 0) normalised over the fields kept; when all
+    of those weigh 0 the aggregate is 0.0. An output that is not a dict counts as
+    missing every field.
+
+    Args:
+        node: The node's output spec.
+        a: One output.
+        b: The other output.
+        text: The text distance.
+
+    Returns:
+        ``(distance, per_field)``; ``per_field`` has every declared field that is
+        defined for the pair (present on at least one side).
+
+    Raises:
+        FieldTypeError: A field value of the wrong kind for its declared type.
+    """
+    if node.fields is None:
+        spec = node.output if node.output is not None else FieldSpec(type="json")
+        d = _value(spec, a, b, text, "output")
+        return d, {"output": d}
+    side_a = a if isinstance(a, Mapping) else {}
+    side_b = b if isinstance(b, Mapping) else {}
+    per_field: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for name, spec in node.fields.items():
+        field_d = _present_distance(spec, side_a, side_b, name, text, name)
+        if field_d is not None:
+            per_field[name] = field_d
+            weights[name] = spec.effective_weight
+    return _weighted_mean(per_field, weights), per_field
+
+
+def texts_to_compare(node: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
+    """The text pairs :func:`output_distance` would pass to its text distance.
+
+    One ``(s, t)`` entry per call, in call order, ``s != t`` always (identical strings
+    never reach the text distance). Embed the texts of these pairs once, in a batch,
+    before computing distances. Exact by construction: it runs the same computation
+    with a text distance that records its calls.
+
+    Args:
+        node: The node's output spec.
+        a: One output.
+        b: The other output.
+
+    Raises:
+        FieldTypeError: As :func:`output_distance` would.
+    """
+    calls: list[tuple[str, str]] = []
+
+    def record(s: str, t: str) -> float:
+        calls.append((s, t))
+        return 0.0
+
+    output_distance(node, a, b, record)
+    return calls
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def _value(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else 1.0
+    kernel = _KERNELS[spec.type]
+    return kernel(spec, a, b, text, path)
+
+
+def _present_distance(
+    spec: FieldSpec, a: Mapping[str, Any], b: Mapping[str, Any], key: str,
+    text: TextDistance, path: str | None,
+) -> float | None:
+    """Distance of ``key`` in two objects: both -> kernel, one -> 1, neither -> None."""
+    in_a, in_b = key in a, key in b
+    if in_a and in_b:
+        return _value(spec, a[key], b[key], text, path)
+    return 1.0 if in_a or in_b else None
+
+
+def _weighted_mean(values: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """Weighted mean with weights normalised over ``values``; 0.0 when they sum to 0."""
+    total = sum(weights[k] for k in values)
+    if total <= 0:
+        return 0.0
+    return sum(weights[k] * v for k, v in values.items()) / total
+
+
+def _check(ok: bool, spec_type: str, value: Any, path: str | None) -> None:
+    if not ok:
+        raise FieldTypeError(spec_type, value, path)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, (bool, np.bool_))
+
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, (str, bool, np.bool_, numbers.Real))
+
+
+def _is_collection(x: Any) -> bool:
+    return isinstance(x, (list, tuple, set, frozenset))
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _categorical(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(_is_scalar(v), spec.type, v, path)
+    return 0.0 if _scalar_equal(a, b) else 1.0
+
+
+def _bool(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(_is_bool(v), spec.type, v, path)
+    return 0.0 if bool(a) == bool(b) else 1.0
+
+
+def _numeric_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(_is_number(v), spec.type, v, path)
+    return numeric_distance(float(a), float(b))
+
+
+def _set_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(_is_collection(v), spec.type, v, path)
+    return jaccard_distance({_element_key(x) for x in a}, {_element_key(x) for x in b})
+
+
+def _list_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(isinstance(v, (list, tuple)), spec.type, v, path)
+    keys_a, keys_b = [_element_key(x) for x in a], [_element_key(x) for x in b]
+    if spec.order == "rank":
+        return footrule_distance(keys_a, keys_b)
+    return edit_distance(keys_a, keys_b)
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def _element_key(x: Any) -> Any:
+    """An element's identity for sets and lists, as its canonical JSON would give it.
+
+    Scalars are keyed by (type, value) without serialising (``1``, ``1.0`` and ``True``
+    stay three different elements, as their canonical JSON would make them); anything
+    else by its canonical JSON.
+    """
+    kind = type(x)
+    if kind in _SCALARS and not (kind is float and not math.isfinite(x)):
+        return (kind.__name__, x)
+    return ("json", canonical_json(x))
+
+
+def _text_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(isinstance(v, str), spec.type, v, path)
+    return _text(a, b, text)
+
+
+def _mapping_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    for v in (a, b):
+        _check(isinstance(v, Mapping), spec.type, v, path)
+    if not a and not b:
+        return 0.0
+    keys = jaccard_distance({str(k) for k in a}, {str(k) for k in b})
+    shared = [k for k in a if k in b]
+    if not shared:
+        return (keys + 1.0) / 2
+    values = sum(_text(_mapping_text(a[k]), _mapping_text(b[k]), text) for k in shared)
+    return (keys + values / len(shared)) / 2
+
+
+def _json_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    return _json(to_jsonable(a), to_jsonable(b), spec.fields, text, path)
+
+
+_Kernel = Callable[[FieldSpec, Any, Any, TextDistance, "str | None"], float]
+_KERNELS: dict[str, _Kernel] = {
+    "categorical": _categorical,
+    "bool": _bool,
+    "numeric": _numeric_kernel,
+    "set": _set_kernel,
+    "list": _list_kernel,
+    "text": _text_kernel,
+    "mapping": _mapping_kernel,
+    "json": _json_kernel,
+}
+
+
+def _scalar_equal(a: Any, b: Any) -> bool:
+    """Equality that keeps bools apart from numbers (``True != 1`` here)."""
+    if _is_bool(a) != _is_bool(b):
+        return False
+    return bool(a == b)
+
+
+def _text(a: str, b: str, text: TextDistance) -> float:
+    """Text distance: exactly 0 for identical strings (no call), else clipped to [0, 1]."""
+    if a == b:
+        return 0.0
+    return min(max(float(text(a, b)), 0.0), 1.0)
+
+
+def _mapping_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "\n".join(v if isinstance(v, str) else canonical_json(v) for v in value)
+    return canonical_json(value)
+
+
+# --------------------------------------------------------------------------- json
+
+
+def _json(
+    a: Any, b: Any, fields: dict[str, FieldSpec] | None, text: TextDistance, path: str | None
+) -> float:
+    """Recursive distance of two plain JSON values (QUIVER.md §13: per-level weights)."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else 1.0
+    if isinstance(a, dict) and isinstance(b, dict):
+        return _json_object(a, b, fields or {}, text, path)
+    if isinstance(a, list) and isinstance(b, list):
+        return edit_distance([canonical_json(x) for x in a], [canonical_json(x) for x in b])
+    return _json_leaf(a, b, text)
+
+
+def _json_object(
+    a: dict[str, Any], b: dict[str, Any], fields: dict[str, FieldSpec],
+    text: TextDistance, path: str | None,
+) -> float:
+    values: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for key in [*a, *(k for k in b if k not in a)]:
+        sub = f"{path}.{key}" if path else key
+        spec = fields.get(key)
+        if key not in a or key not in b:
+            values[key] = 1.0
+        elif spec is None:
+            values[key] = _json(a[key], b[key], None, text, sub)
+        else:
+            values[key] = _value(spec, a[key], b[key], text, sub)
+        weights[key] = spec.effective_weight if spec is not None else 1.0
+    return _weighted_mean(values, weights)
+
+
+def _json_leaf(a: Any, b: Any, text: TextDistance) -> float:
+    if _is_bool(a) or _is_bool(b):
+        return 0.0 if _is_bool(a) and _is_bool(b) and a == b else 1.0
+    if _is_number(a) and _is_number(b):
+        return numeric_distance(float(a), float(b))
+    if isinstance(a, str) and isinstance(b, str):
+        if a == b:
+            return 0.0
+        if _is_short(a) and _is_short(b):
+            return 1.0
+        return _text(a, b, text)
+    return 1.0
+
+
+def _is_short(s: str) -> bool:
+    return len(s) <= SHORT_TEXT and "\n" not in s
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def numeric_distance(a: float, b: float) -> float:
+    """``min(|a - b| / max(|a|, |b|, 1e-9), 1)`` (QUIVER.md §2, §13).
+
+    The clip at 1 only acts on values of opposite signs. Equal values (two equal
+    infinities, two NaNs) give 0; another pair with a NaN or an infinity gives 1.
+    """
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return 1.0
+    return min(abs(a - b) / max(abs(a), abs(b), NUMERIC_EPS), 1.0)
+
+
+def jaccard_distance(a: set[str], b: set[str]) -> float:
+    """``1 - |A & B| / |A | B|``; two empty sets give 0 (QUIVER.md §2)."""
+    union = a | b
+    if not union:
+        return 0.0
+    return 1.0 - len(a & b) / len(union)
+
+
+def edit_distance(a: Sequence[str], b: Sequence[str]) -> float:
+    """Levenshtein distance over elements divided by ``max(len(a), len(b))`` (§2).
+
+    Two empty sequences give 0.
+    """
+    longest = max(len(a), len(b))
+    if longest == 0:
+        return 0.0
+    return _levenshtein(a, b) / longest
+
+
+def _levenshtein(a: Sequence[str], b: Sequence[str]) -> int:
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a, end_b = end_a - 1, end_b - 1
+    a, b = a[start:end_a], b[start:end_b]
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def footrule_distance(a: Sequence[str], b: Sequence[str]) -> float:
+    """Normalised Spearman footrule of two rankings (``order="rank"`` lists).
+
+    Items keep their 1-based position (repeats count at their first one); an item
+    missing from one list is ranked ``l = max(len(a), len(b)) + 1`` there (Fagin et
+    al.'s location parameter). The sum of ``|rank_a - rank_b|`` over the union is
+    divided by its value for two disjoint lists of these lengths, which is its maximum:
+    0 for identical rankings, 1 for disjoint ones.
+    """
+    rank_a, rank_b = _ranks(a), _ranks(b)
+    p, q = len(rank_a), len(rank_b)
+    if p == 0 and q == 0:
+        return 0.0
+    last = max(p, q) + 1
+    union = rank_a.keys() | rank_b.keys()
+    total = sum(abs(rank_a.get(x, last) - rank_b.get(x, last)) for x in union)
+    worst = p * last - p * (p + 1) // 2 + q * last - q * (q + 1) // 2
+    return total / worst
+
+
+def _ranks(items: Sequence[str]) -> dict[str, int]:
+    ranks: dict[str, int] = {}
+    for item in items:
+        ranks.setdefault(item, len(ranks) + 1)
+    return ranks

@@ -1,0 +1,526 @@
+"""Building v1 traces from imported spans: ids, order, parents, groups, the summary.
+
+The rules are stated in :mod:`quiver._importers.common`; the formats are in
+:mod:`quiver._importers.openinference`, :mod:`quiver._importers.otel` and
+:mod:`quiver._importers.langfuse`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from quiver._canonical import canonical_json, content_hash, to_jsonable
+from quiver._errors import QuiverError
+from .common import (
+    FORMATS,
+    NOTHING,
+    Attrs,
+    ImportProblem,
+    MappedCall,
+    SourceSpan,
+    SpanFormat,
+    input_mapping,
+    read_sources,
+    summary_key,
+)
+from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, ToolStep, Trace
+from quiver._trace import write_traces
+
+__all__ = ["ImportResult", "import_traces"]
+
+NodeNamer = Callable[[SourceSpan], str]
+_KINDS = set(get_args(CallKind))
+_QUIVER_JSON = {"parents", "decision", "tags", "prompt", "response", "tool.response", "trace.tags", "error"}
+_QUIVER_KEYS = _QUIVER_JSON | {
+    "call_id", "node", "kind", "occurrence", "call_path", "iteration", "loop", "input_hash", "model.version",
+    "trace_id", "run_id", "pipeline", "input_id", "repeat", "status", "retrieval.count",
+}
+
+
+@dataclass
+class ImportResult:
+    """What :func:`import_traces` returns: the traces, the problems met, and the counts."""
+
+    format: str
+    traces: list[Trace] = field(default_factory=list)
+    problems: list[ImportProblem] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    spans_read: int = 0
+    mapped: Counter[str] = field(default_factory=Counter)
+    """Attribute keys mapped onto trace fields, with how many spans had them."""
+    kept: Counter[str] = field(default_factory=Counter)
+    """Attribute keys kept in tags (not mapped), with how many spans had them."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing went wrong."""
+        return not self.problems
+
+    @property
+    def calls(self) -> int:
+        """Node calls made from spans (the source calls ``c0`` not counted)."""
+        return sum(len(t.calls) - 1 for t in self.traces)
+
+    @property
+    def groups(self) -> int:
+        """Same-input groups (distinct ``input_id``)."""
+        return len({t.input_id for t in self.traces})
+
+    def summary(self) -> dict[str, Any]:
+        """Spans read, calls made, traces, groups, attribute keys mapped and kept, problems."""
+        return {
+            "format": self.format,
+            "sources": self.sources,
+            "spans_read": self.spans_read,
+            "calls": self.calls,
+            "traces": len(self.traces),
+            "groups": self.groups,
+            "attributes": {
+                "mapped": dict(sorted(self.mapped.items())),
+                "kept_in_tags": dict(sorted(self.kept.items())),
+            },
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+    def write(self, path: str | os.PathLike[str]) -> int:
+        """Write the traces as a v1 corpus (JSONL); returns how many were written."""
+        return write_traces(path, self.traces)
+
+
+def import_traces(
+    format: str,
+    files_or_records: Any,
+    *,
+    group_by: str | None = None,
+    node_name: str | NodeNamer | None = None,
+) -> ImportResult:
+    """Import spans written by another tool as v1 traces.
+
+    Args:
+        format: ``openinference`` (Arize Phoenix and other OpenInference
+            instrumentations), ``otel-genai`` (OTel GenAI semantic conventions
+            ``gen_ai.*``; Vercel AI SDK ``ai.*`` spans) or ``langfuse`` (trace exports
+            ``{trace, observations[]}``).
+        files_or_records: A file, a list of files (JSON, JSON Lines, ``.gz``), or
+            records already parsed (span dicts, lists of them, exports).
+        group_by: The same-input group key: None (the hash of the root span's input,
+            or ``quiver.input_id`` on spans the engine exported), ``input``,
+            ``session``, ``metadata.KEY``, ``attribute.NAME`` or ``trace``.
+        node_name: How a node is named: None or ``name`` (the span name),
+            ``kind+name``, ``attribute.KEY``, or a function of the
+            :class:`~quiver._importers.SourceSpan`.
+
+    Returns:
+        The traces, the problems (each with its location and span id) and the
+        counts of :meth:`ImportResult.summary`. Files that do not exist raise
+        :class:`~quiver.QuiverError`; everything else is a problem and the import
+        goes on with what can be read.
+    """
+    fmt = _format(format)
+    _check_group_by(group_by)
+    namer = _namer(node_name, fmt)
+    sources = [files_or_records] if isinstance(files_or_records, (str, os.PathLike, Mapping)) else list(files_or_records)
+    result = ImportResult(format=fmt.name, sources=[str(s) for s in sources if isinstance(s, (str, os.PathLike))])
+    spans: list[SourceSpan] = []
+    for value, where in read_sources(sources, result.problems):
+        spans += fmt.spans(value, where, result.problems)
+    for i, span in enumerate(spans):
+        span.index = i
+    result.spans_read = len(spans)
+    drafts = [_Assembly(fmt, group, namer, result).draft() for group in _by_trace(_dedupe(spans, result.problems))]
+    drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
+    result.traces = _finish(drafts, group_by, fmt, result.problems)
+    return result
+
+
+def _format(name: str) -> SpanFormat:
+    if name not in FORMATS:
+        raise QuiverError(f"unknown import format {name!r}; the formats are {', '.join(FORMATS)}")
+    return importlib.import_module(FORMATS[name]).FORMAT  # type: ignore[no-any-return]
+
+
+def _check_group_by(group_by: str | None) -> None:
+    if group_by in (None, "input", "session", "trace"):
+        return
+    if isinstance(group_by, str) and re.fullmatch(r"(metadata|attribute)\..+", group_by):
+        return
+    raise QuiverError(f"group_by must be input, session, trace, metadata.KEY or attribute.NAME; got {group_by!r}")
+
+
+def _namer(spec: str | NodeNamer | None, fmt: SpanFormat) -> NodeNamer | None:
+    if spec is None:
+        return None
+    if callable(spec):
+        return lambda s: str(spec(s))
+    if spec == "name":
+        return lambda s: s.name
+    if spec == "kind+name":
+        return lambda s: f"{s.kind_label.lower()}:{s.name}" if s.kind_label else s.name
+    if spec.startswith("attribute.") and len(spec) > len("attribute."):
+        key = spec[len("attribute."):]
+
+        def by_attribute(s: SourceSpan) -> str:
+            value = fmt.attribute(s, key)
+            return s.name if value in (None, "") else str(value)
+
+        return by_attribute
+    raise QuiverError(f"node_name must be name, kind+name, attribute.KEY or a function; got {spec!r}")
+
+
+def _fingerprint(span: SourceSpan) -> str:
+    return canonical_json([span.name, span.parent_id, span.start_ns, span.end_ns, span.attributes, span.envelope])
+
+
+def _dedupe(spans: list[SourceSpan], problems: list[ImportProblem]) -> list[SourceSpan]:
+    first: dict[tuple[str | None, str], SourceSpan] = {}
+    count: Counter[tuple[str | None, str]] = Counter()
+    out = []
+    for span in spans:
+        if span.span_id is None:
+            out.append(span)
+            continue
+        key = (span.trace_id, span.span_id)
+        count[key] += 1
+        if key not in first:
+            first[key] = span
+            out.append(span)
+        elif _fingerprint(span) == _fingerprint(first[key]):
+            problems.append(ImportProblem(span.where, span.span_id,
+                                          f"duplicate of the identical span at {first[key].where}; dropped"))
+        else:
+            new_id = f"{span.span_id}~{count[key]}"
+            problems.append(ImportProblem(span.where, span.span_id, f"span id already used by the span at "
+                                          f"{first[key].where} with other content; kept as span {new_id}"))
+            span.span_id = new_id
+            out.append(span)
+    return out
+
+
+def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
+    """Spans by trace: the trace id, else the root reached through parent ids, else the span alone."""
+    loose = {s.span_id: s for s in spans if s.trace_id is None and s.span_id is not None}
+
+    def root_of(span: SourceSpan) -> str | None:
+        seen: set[str] = set()
+        while span.parent_id in loose and span.parent_id not in seen:
+            seen.add(span.parent_id)  # type: ignore[arg-type]
+            span = loose[span.parent_id]  # type: ignore[index]
+        return span.span_id
+
+    groups: dict[tuple[str, Any], list[SourceSpan]] = {}
+    for span in spans:
+        if span.trace_id is not None:
+            key: tuple[str, Any] = ("trace", span.trace_id)
+        elif span.span_id is not None:
+            key = ("root", root_of(span))
+        else:
+            key = ("span", span.index)
+        groups.setdefault(key, []).append(span)
+    return list(groups.values())
+
+
+@dataclass
+class _Draft:
+    fields: dict[str, Any]
+    root: SourceSpan
+    start_ns: int | None
+    first_index: int
+    quiver: dict[str, Any]
+
+
+def _take_quiver(attrs: Attrs, note: Callable[[str], None]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in [k for k in attrs.data if k.startswith("quiver.") and k[7:] in _QUIVER_KEYS]:
+        name, value = key[7:], attrs.get(key)
+        if name in _QUIVER_JSON and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                attrs.used.discard(key)
+                note(f"{key} is not JSON; kept in tags")
+                continue
+        out[name] = value
+    return out
+
+
+class _Assembly:
+    """One trace: its spans mapped, ordered, numbered and linked."""
+
+    def __init__(self, fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, result: ImportResult):
+        self.fmt, self.spans, self.namer, self.result = fmt, spans, namer, result
+        self.mapped: dict[int, tuple[MappedCall, dict[str, Any], dict[str, Any]]] = {}
+        for span in spans:
+            self.mapped[id(span)] = self._map(span)
+        self.trace_span = next((s for s in spans if "trace_id" in self.mapped[id(s)][1]
+                                and "call_id" not in self.mapped[id(s)][1]), None)
+        self.calls = [s for s in spans if s is not self.trace_span]
+
+    def note(self, span: SourceSpan, what: str) -> None:
+        self.result.problems.append(ImportProblem(span.where, span.span_id, what))
+
+    def _map(self, span: SourceSpan) -> tuple[MappedCall, dict[str, Any], dict[str, Any]]:
+        attrs = Attrs(span.attributes)
+        mc = self.fmt.map_call(span, attrs, lambda what: self.note(span, what))
+        q = _take_quiver(attrs, lambda what: self.note(span, what))
+        _apply_contract(mc, q, lambda what: self.note(span, what))
+        rest = attrs.rest()
+        tags: dict[str, Any] = dict(q["tags"]) if isinstance(q.get("tags"), dict) else {}
+        if rest:
+            tags[self.fmt.tag_key] = rest
+        if span.envelope:
+            tags[f"{self.fmt.tag_key}.span"] = span.envelope
+        self.result.mapped.update(summary_key(k) for k in attrs.used)
+        self.result.kept.update(summary_key(k) for k in rest)
+        self.result.kept.update(f"span.{k}" for k in span.envelope)
+        return mc, q, tags
+
+    def parents(self) -> dict[int, SourceSpan | None]:
+        by_id = {s.span_id: s for s in self.calls if s.span_id is not None}
+        top = self.trace_span.span_id if self.trace_span else None
+        parent: dict[int, SourceSpan | None] = {}
+        for span in self.calls:
+            pid = span.parent_id
+            if pid is None or (top is not None and pid == top):
+                parent[id(span)] = None
+            elif pid not in by_id:
+                self.note(span, f"parent span {pid} is not in trace {span.trace_id}; imported as a root-level call")
+                parent[id(span)] = None
+            else:
+                parent[id(span)] = by_id[pid]
+        self._break_cycles(parent)
+        return parent
+
+    def _break_cycles(self, parent: dict[int, SourceSpan | None]) -> None:
+        for span in self.calls:
+            path: list[SourceSpan] = []
+            cur: SourceSpan | None = span
+            while cur is not None and cur not in path:
+                path.append(cur)
+                cur = parent[id(cur)]
+            if cur is not None:
+                cycle = path[path.index(cur):]
+                head = min(cycle, key=_sibling_key)
+                parent[id(head)] = None
+                self.note(head, "parent links form a cycle ("
+                          + " -> ".join(str(s.span_id) for s in cycle) + "); imported as a root-level call")
+
+    def order(self, parent: dict[int, SourceSpan | None]) -> list[SourceSpan]:
+        ids = [self.mapped[id(s)][1].get("call_id") for s in self.calls]
+        numbers = [int(m.group(1)) for i in ids if isinstance(i, str) and (m := re.fullmatch(r"c(\d+)", i))]
+        if self.calls and len(numbers) == len(self.calls) and len(set(numbers)) == len(numbers) and min(numbers) > 0:
+            return [s for _, s in sorted(zip(numbers, self.calls), key=lambda x: x[0])]
+        if any(i is not None for i in ids):
+            self.note(self.calls[0], "quiver.call_id is missing, repeated or not c1..cN on some spans of "
+                      "the trace; call ids follow the span order")
+            for span in self.calls:
+                self.mapped[id(span)][1].pop("call_id", None)
+        children: dict[int | None, list[SourceSpan]] = defaultdict(list)
+        for span in self.calls:
+            p = parent[id(span)]
+            children[id(p) if p is not None else None].append(span)
+        out: list[SourceSpan] = []
+        stack = sorted(children[None], key=_sibling_key, reverse=True)
+        while stack:
+            span = stack.pop()
+            out.append(span)
+            stack += sorted(children[id(span)], key=_sibling_key, reverse=True)
+        return out
+
+    def draft(self) -> _Draft:
+        parent = self.parents()
+        order = self.order(parent)
+        starts = [s.start_ns for s in self.spans if s.start_ns is not None]
+        t0 = min(starts) if starts else None
+        ids = {id(s): self.mapped[id(s)][1].get("call_id") or f"c{i}" for i, s in enumerate(order, start=1)}
+        calls = [NodeCall(call_id="c0", node="input", occurrence=0, call_path="input#0", kind="source")]
+        occurrences: Counter[str] = Counter()
+        siblings: Counter[tuple[int | None, str]] = Counter()
+        paths: dict[int, str] = {}
+        for span in order:
+            p = parent[id(span)]
+            mc, q, tags = self.mapped[id(span)]
+            node = self.namer(span) if self.namer else str(q.get("node") or span.name)
+            k = siblings[(id(p) if p else None, node)]
+            siblings[(id(p) if p else None, node)] += 1
+            paths[id(span)] = f"{paths[id(p)]}/{node}#{k}" if p is not None else f"{node}#{k}"
+            derived = {
+                "call_id": ids[id(span)], "node": node, "occurrence": occurrences[node], "call_path": paths[id(span)],
+                "kind": mc.kind, "parents": [ids[id(p)] if p is not None else "c0"],
+                "input_hash": content_hash(to_jsonable(mc.input)) if mc.input is not NOTHING else None,
+                "output": to_jsonable(mc.output), "model": mc.model, "prompt": mc.prompt, "response": mc.response,
+                "retrieval": mc.retrieval, "tool": mc.tool, "tags": tags, "error": mc.error,
+                "started_at": _seconds(span.start_ns, t0), "ended_at": _seconds(span.end_ns or span.start_ns, t0),
+            }
+            occurrences[node] += 1
+            calls.append(self._call(span, derived, q, set(ids.values())))
+        calls[0] = calls[0].model_copy(update={"output": self._inputs(order, parent)})
+        return self._draft(order, parent, calls, t0)
+
+    def _call(self, span: SourceSpan, derived: dict[str, Any], q: dict[str, Any], ids: set[str]) -> NodeCall:
+        plain = ("occurrence", "call_path", "iteration", "loop", "input_hash", "decision")
+        overrides: dict[str, Any] = {k: q[k] for k in plain if k in q}
+        if q.get("kind") in _KINDS:
+            overrides["kind"] = q["kind"]
+        if isinstance(q.get("parents"), list):
+            known = ids | {"c0"}
+            overrides["parents"] = [p for p in q["parents"] if p in known]
+            if len(overrides["parents"]) != len(q["parents"]):
+                self.note(span, f"quiver.parents names calls not in the trace: {sorted(set(q['parents']) - known)}")
+        try:
+            return NodeCall.model_validate({**derived, **overrides})
+        except ValidationError as exc:
+            self.note(span, f"quiver.* attributes do not fit the trace format ({exc.errors()[0]['msg']}); "
+                      "derived values used")
+            return NodeCall(**derived)
+
+    def _inputs(self, order: list[SourceSpan], parent: dict[int, SourceSpan | None]) -> dict[str, Any]:
+        roots = [s for s in order if parent[id(s)] is None]
+        source = self.trace_span or (roots[0] if roots else None)
+        extra = self.fmt.trace_fields(source)[0] if source is not None else {}
+        if "inputs" in extra:
+            return input_mapping(extra["inputs"])
+        return input_mapping(self.mapped[id(source)][0].input) if source is not None else {}
+
+    def _draft(self, order: list[SourceSpan], parent: dict[int, SourceSpan | None], calls: list[NodeCall],
+               t0: int | None) -> _Draft:
+        roots = [s for s in order if parent[id(s)] is None]
+        root = self.trace_span or (roots[0] if roots else self.spans[0])
+        extra, mapped, kept = self.fmt.trace_fields(root)
+        self.result.mapped.update(mapped)
+        self.result.kept.update(kept)
+        tq = self.mapped[id(self.trace_span)][1] if self.trace_span else {}
+        last = self.trace_span or (roots[-1] if roots else None)
+        output = extra["output"] if "output" in extra else (self.mapped[id(last)][0].output if last else None)
+        errors = [self.mapped[id(s)][0].error for s in roots if self.mapped[id(s)][0].error is not None]
+        tags = dict(tq["trace.tags"]) if isinstance(tq.get("trace.tags"), dict) else dict(extra.get("tags", {}))
+        if self.trace_span is not None:
+            tags.update({k: v for k, v in self.mapped[id(self.trace_span)][2].items() if k not in tags})
+        tags["import"] = self._import_note(root)
+        fields = {
+            "trace_id": str(tq.get("trace_id") or extra.get("trace_id") or root.trace_id or root.span_id
+                            or "span-" + content_hash(_fingerprint(root))[7:23]),
+            "run_id": str(tq.get("run_id") or f"import-{self.fmt.name}"),
+            "pipeline": str(tq.get("pipeline") or extra.get("pipeline") or root.name),
+            "inputs": calls[0].output, "calls": calls, "output": to_jsonable(output), "tags": tags,
+            "status": tq.get("status") or ("failed" if errors else "ok"),
+            "error": tq.get("error") or (errors[0] if errors else None),
+        }
+        return _Draft(fields, root, t0, min(s.index for s in self.spans), tq)
+
+    def _import_note(self, root: SourceSpan) -> dict[str, Any]:
+        note: dict[str, Any] = {"format": self.fmt.name,
+                                "sources": sorted({_source_of(s.where) for s in self.spans})}
+        if root.trace_id is not None:
+            note["trace_id"] = root.trace_id
+        resource = next((s.resource for s in self.spans if s.resource), None)
+        if resource:
+            note["resource"] = resource
+        scopes = sorted({s.scope for s in self.spans if s.scope})
+        if scopes:
+            note["scopes"] = scopes
+        return note
+
+
+def _sibling_key(span: SourceSpan) -> tuple[Any, ...]:
+    return (span.start_ns is None, span.start_ns or 0, span.span_id or "", span.index)
+
+
+def _seconds(ns: int | None, t0: int | None) -> float:
+    return (ns - t0) / 1e9 if ns is not None and t0 is not None else 0.0
+
+
+def _source_of(where: str) -> str:
+    return re.sub(r"(:\d+)*(: .*)?$", "", where)
+
+
+def _apply_contract(mc: MappedCall, q: dict[str, Any], note: Callable[[str], None]) -> None:
+    """quiver.model.version, quiver.prompt, quiver.response, quiver.tool.response onto the mapped call."""
+    try:
+        if "model.version" in q and mc.model is not None:
+            mc.model = mc.model.model_validate({**mc.model.model_dump(), "version": q["model.version"]})
+        if isinstance(q.get("prompt"), dict):
+            base = mc.prompt.model_dump() if mc.prompt else {}
+            mc.prompt = PromptInfo.model_validate({**base, **q["prompt"]})
+        if isinstance(q.get("response"), dict):
+            base = mc.response.model_dump() if mc.response else {"content": ""}
+            extra = dict(q["response"])
+            usage = {**base.get("usage", {}), **extra.pop("usage", {})}
+            mc.response = LLMResponse.model_validate({**base, **extra, "usage": usage})
+        if q.get("retrieval.count") == 0 and mc.retrieval is None:
+            mc.retrieval = []
+        if "tool.response" in q and mc.tool is not None:
+            response = to_jsonable(q["tool.response"])
+            mc.tool = ToolStep(name=mc.tool.name, args=mc.tool.args, response=response,
+                               response_hash=content_hash(response))
+    except ValidationError as exc:
+        note(f"quiver.* replay-contract attributes do not fit the trace format ({exc.errors()[0]['msg']}); "
+             "the standard attributes were used")
+
+
+def _input_key(fields: dict[str, Any]) -> str:
+    """``in-`` and 16 hex digits of the inputs' hash; a trace without inputs is a group of its own."""
+    if not fields["inputs"]:
+        return str(fields["trace_id"])
+    return "in-" + content_hash(fields["inputs"])[7:23]
+
+
+def _group_value(group_by: str | None, draft: _Draft, fmt: SpanFormat, problems: list[ImportProblem]) -> str:
+    fields, root = draft.fields, draft.root
+    if group_by is None:
+        return str(draft.quiver.get("input_id") or _input_key(fields))
+    if group_by == "input":
+        return _input_key(fields)
+    if group_by == "trace":
+        return str(fields["trace_id"])
+    if group_by == "session":
+        value = fmt.session(root)
+    elif group_by.startswith("metadata."):
+        value = fmt.metadata(root, group_by[len("metadata."):])
+    else:
+        value = fmt.attribute(root, group_by[len("attribute."):])
+    if value is None or value == "":
+        problems.append(ImportProblem(root.where, root.span_id, f"trace {fields['trace_id']} has no {group_by} "
+                                      "on its root span; grouped by the hash of its input instead"))
+        return _input_key(fields)
+    return value if isinstance(value, str) else canonical_json(value)
+
+
+def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
+            problems: list[ImportProblem]) -> list[Trace]:
+    """Traces in start order (ties in input order); repeats numbered by start time, ties by trace id."""
+    used_ids: Counter[str] = Counter()
+    rows: list[dict[str, Any]] = []
+    for draft in drafts:
+        fields = dict(draft.fields)
+        used_ids[fields["trace_id"]] += 1
+        if used_ids[fields["trace_id"]] > 1:
+            fields["trace_id"] = f"{fields['trace_id']}~{used_ids[fields['trace_id']]}"
+        renamed = _Draft(fields, draft.root, draft.start_ns, draft.first_index, draft.quiver)
+        fields["input_id"] = _group_value(group_by, renamed, fmt, problems)
+        repeat = draft.quiver.get("repeat") if group_by is None and "input_id" in draft.quiver else None
+        fields["repeat"] = repeat if isinstance(repeat, int) else None
+        rows.append(fields)
+    groups: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for draft, fields in zip(drafts, rows):
+        groups[fields["input_id"]].append((draft.start_ns is None, draft.start_ns or 0, fields["trace_id"]))
+    rank = {key[2]: i for members in groups.values() for i, key in enumerate(sorted(members))}
+    traces: list[Trace] = []
+    for draft, fields in zip(drafts, rows):
+        if fields["repeat"] is None:
+            fields["repeat"] = rank[fields["trace_id"]]
+        try:
+            traces.append(Trace(**fields))
+        except ValidationError as exc:
+            problems.append(ImportProblem(draft.root.where, draft.root.span_id,
+                                          f"trace {fields['trace_id']} does not fit the trace format "
+                                          f"({exc.errors()[0]['msg']}); left out"))
+    return traces

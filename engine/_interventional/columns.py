@@ -1,0 +1,85 @@
+"""Pair rows of a campaign as arrays, shared by the interventional estimates
+(:mod:`quiver._interventional`) and the thresholds (:mod:`quiver._interventional`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from quiver._stats import Estimate, GroupBootstrap, percentile_interval
+
+__all__ = ["Event", "TIE", "Columns", "mask", "renamed", "difference"]
+
+Event = Literal["D_shape", "D_iter"]
+
+TIE = 1e-12
+"""Above 0 beyond round-off: an excess of exactly 0 can come out as 1e-17."""
+
+
+def _float(x: Any) -> float:
+    return np.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The ok pair rows of a selection, as arrays (NaN where a value is None)."""
+
+    groups: list[str]
+    group: np.ndarray
+    trace: list[str]
+    step: np.ndarray
+    stratum: np.ndarray
+    magnitude: np.ndarray
+    d_iter: np.ndarray
+    d_shape: np.ndarray
+    d_output: np.ndarray
+    d_struct: np.ndarray
+    d: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str]) -> Columns:
+        groups = sorted({str(r["input_id"]) for r in rows})
+        index = {g: i for i, g in enumerate(groups)}
+        return cls(
+            groups=groups,
+            group=np.array([index[str(r["input_id"])] for r in rows], dtype=np.int64),
+            trace=[str(r.get("trace_id")) for r in rows],
+            step=np.array([int(r.get("step") or 0) for r in rows], dtype=np.int64),
+            stratum=np.array([r.get("stratum") or "" for r in rows], dtype=object),
+            magnitude=np.array([_float(r.get("magnitude")) for r in rows], dtype=np.float64),
+            d_iter=np.array([int(r.get("D_iter") or 0) > 0 for r in rows], dtype=bool),
+            d_shape=np.array([bool(r.get("D_shape")) for r in rows], dtype=bool),
+            d_output=np.array([bool(r.get("D_output")) for r in rows], dtype=bool),
+            d_struct=np.array([bool(r.get("D_struct")) for r in rows], dtype=bool),
+            d={n: np.array([_float((r.get("d") or {}).get(n)) for r in rows], dtype=np.float64) for n in nodes},
+        )
+
+    def bootstrap(self, resamples: int, seed: int) -> GroupBootstrap:
+        return GroupBootstrap(self.group, len(self.groups), resamples=resamples, seed=seed)
+
+    def event(self, name: Event) -> np.ndarray:
+        return self.d_shape if name == "D_shape" else self.d_iter
+
+
+
+def mask(size: int, idx: np.ndarray) -> np.ndarray:
+    """A boolean mask of ``size`` with ``idx`` set."""
+    out = np.zeros(size, dtype=bool)
+    out[idx] = True
+    return out
+
+
+def renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """``control_rate_n`` -> ``control_n``."""
+    return {("control_n" if k == "control_rate_n" else k): v for k, v in d.items()}
+
+
+def difference(a: Estimate, b: Estimate) -> Estimate:
+    """a - b draw by draw (shared or independent resamples alike); n = a.n."""
+    if a.value is None or b.value is None or a.draws is None or b.draws is None:
+        return Estimate(None, None, a.n)
+    draws = a.draws - b.draws
+    return Estimate(a.value - b.value, percentile_interval(draws), a.n, draws)

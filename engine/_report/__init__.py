@@ -1,0 +1,26 @@
+"""Reports for people: Markdown for pull requests, PNG plots.
+
+* ``markdown``: the observational report and the number formatting every report shares;
+* ``interventional``: the campaign report;
+* ``plots``: ratio distributions, the sigma matrix and the graph.
+"""
+
+from __future__ import annotations
+
+from .markdown import render_report, write_report, REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes
+from .interventional import interventional_report
+from .plots import write_plots, PLOT_FILES, CLASS_COLORS
+
+__all__ = [
+    "render_report",
+    "write_report",
+    "REPORT_FILE",
+    "fmt",
+    "fmt_ci",
+    "fmt_est",
+    "graph_nodes",
+    "interventional_report",
+    "write_plots",
+    "PLOT_FILES",
+    "CLASS_COLORS",
+]

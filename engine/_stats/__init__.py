@@ -1,0 +1,24 @@
+"""Estimates with their n and interval, and the table of pairs every estimator reads.
+
+* ``bootstrap``: :class:`Estimate` and the group bootstrap shared by all estimators;
+* ``pairs``: same-input pairs of traces and their node distances (QUIVER.md §6).
+"""
+
+from __future__ import annotations
+
+from .bootstrap import Estimate, GroupBootstrap, DEFAULT_RESAMPLES, DEFAULT_SEED, percentile_interval, rounded
+from .pairs import PairTable, NoPairsError, group_traces, build_pairs, texts_for
+
+__all__ = [
+    "Estimate",
+    "GroupBootstrap",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
+    "percentile_interval",
+    "rounded",
+    "PairTable",
+    "NoPairsError",
+    "group_traces",
+    "build_pairs",
+    "texts_for",
+]

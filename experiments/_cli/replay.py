@@ -1,0 +1,272 @@
+"""``quiver replay``: the determinism check and one-off perturbation replays.
+
+``quiver replay TRACES --pipeline module:function --check`` replays every trace with
+every dimension frozen and no perturbation and reports, per trace that does not
+reproduce, its first divergent call and a field diff. With ``--node`` and ``--op`` it
+perturbs that node in every trace where it ran and writes the pair results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from quiver._errors import QuiverError
+from quiver._graph import PipelineGraph, load_graph
+from quiver._progress import Progress
+from quiver._trace import Trace
+from quiver._trace import TraceWriter, load_traces
+
+__all__ = ["add_replay_parser", "run_replay"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+def add_replay_parser(sub: Any) -> None:
+    """Register ``quiver replay``."""
+    rep = sub.add_parser(
+        "replay",
+        help="replay recorded traces: the determinism check, or one node perturbed",
+        description=(
+            "Re-run the pipeline's own code on recorded traces. --check (the default without "
+            "--op) freezes every call and must reproduce each trace exactly; a trace that does "
+            "not is reported with its first divergent call and a field diff (exit 1). With "
+            "--node and --op, the node's call is perturbed in every trace where it ran, "
+            "everything upstream is served from the recording, calls downstream run live, and "
+            "the pair results (distances per node, D_iter/D_shape/D_output/D_struct, stratum, "
+            "magnitude) are written to --out/pairs.jsonl."
+        ),
+    )
+    rep.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
+    how = rep.add_mutually_exclusive_group(required=True)
+    how.add_argument("--pipeline", help="module:function (or path/to/file.py:function) that recorded the traces")
+    how.add_argument("--spec", type=Path, help="a recording spec: its pipeline and llm block are used")
+    rep.add_argument("--check", action="store_true", help="replay everything frozen, no perturbation (default without --op)")
+    rep.add_argument("--node", help="the node to perturb")
+    rep.add_argument("--occurrence", type=int, default=0, help="which call of the node (default 0, the first)")
+    rep.add_argument("--op", help="the operator: override, bool_flip, categorical_flip, list_edit, text_edit, prompt_swap, param_change, or a plugged-in one")
+    rep.add_argument("--params", default="{}", help="the operator's parameters as JSON, e.g. '{\"set\": {\"sufficient\": true}}'")
+    rep.add_argument("--id", help="the perturbation id (default: the operator name)")
+    rep.add_argument("--repeats", type=int, default=1, help="replays per trace (different sample keys; default 1)")
+    rep.add_argument("--seed", type=int, default=0, help="seed of sample keys and operator randomness (0)")
+    rep.add_argument("--live", action="append", default=[], choices=["model", "prompt", "retrieval", "tools"],
+                     help="unfreeze a dimension (repeatable)")
+    rep.add_argument("--live-node", action="append", default=[], help="run a node live everywhere (repeatable)")
+    rep.add_argument("--frozen-node", action="append", default=[],
+                     help="serve a node from the recording before the target, whatever its kind (repeatable)")
+    rep.add_argument("--graph", type=Path, help="graph YAML (field types and categories); default: the pipeline's declarations")
+    rep.add_argument("--base-url", help="an OpenAI-compatible endpoint for live calls (with --pipeline)")
+    rep.add_argument("--model", help="default model for --base-url")
+    rep.add_argument("--api-key-env", help="environment variable holding the endpoint's key")
+    rep.add_argument("--limit", type=int, help="replay only the first N traces")
+    rep.add_argument("--concurrency", type=int, default=4, help="replays at once (4)")
+    rep.add_argument("--epsilon", type=float, default=0.01, help="distance below which a node is unchanged (0.01)")
+    rep.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")
+    rep.add_argument("--cache", type=Path, help="embedding cache folder")
+    rep.add_argument("--out", type=Path, help="output folder: replayed.jsonl and check.json, or pairs.jsonl and summary.json")
+    rep.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def _traces(files: list[Path], limit: int | None) -> list[Trace]:
+    out: list[Trace] = []
+    for path in files:
+        loaded = load_traces(path)
+        for err in loaded.errors:
+            print(f"skipped: {err}", file=sys.stderr)
+        out.extend(loaded.traces)
+    if not out:
+        raise QuiverError(f"no trace to replay in {', '.join(map(str, files))}")
+    return out[:limit] if limit is not None else out
+
+
+@contextlib.contextmanager
+def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, Path]]:
+    """The pipeline function, an LLM client (or None) and the folder paths resolve against."""
+    from quiver.replay import LLMClient, load_pipeline
+
+    if args.spec is not None:
+        from quiver._yamlspec import load_spec
+
+        from quiver.experiments._config import open_llm
+        from quiver.experiments._config import RecordSpec
+
+        spec = load_spec(RecordSpec, args.spec)
+        base = args.spec.parent
+        fn = load_pipeline(spec.pipeline, base)
+        with open_llm(spec.llm, base) as client:
+            yield fn, client, base
+        return
+    base = Path.cwd()
+    fn = load_pipeline(args.pipeline, base)
+    if args.base_url is None:
+        yield fn, None, base
+        return
+    client = LLMClient(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
+    try:
+        yield fn, client, base
+    finally:
+        client.close()
+
+
+def _graph(args: argparse.Namespace) -> PipelineGraph | None:
+    if args.graph is not None:
+        return load_graph(args.graph)
+    from quiver.replay import declared_graph
+
+    graph = declared_graph()
+    return graph if graph.nodes else None
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Run ``quiver replay``; return the exit code."""
+    from quiver.replay import ReplayMode
+
+    if args.op is None and args.node is not None:
+        raise QuiverError("--node needs --op: which operator perturbs it (or leave both out for --check)")
+    if args.op is not None and (args.node is None or args.check):
+        raise QuiverError("--op needs --node and cannot be combined with --check")
+    if args.repeats < 1:
+        raise QuiverError(f"--repeats must be at least 1; got {args.repeats}")
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as exc:
+        raise QuiverError(f"--params is not JSON ({exc.msg} at column {exc.colno}): {args.params}") from None
+    if not isinstance(params, dict):
+        raise QuiverError(f"--params must be a JSON object; got {args.params}")
+    traces = _traces(args.traces, args.limit)
+    overlap = set(args.live_node) & set(args.frozen_node)
+    if overlap:
+        raise QuiverError(f"node(s) {', '.join(sorted(overlap))} cannot be both --live-node and --frozen-node")
+    mode = ReplayMode(live_nodes=tuple(args.live_node), frozen_nodes=tuple(args.frozen_node)).unfreeze(*args.live)
+    with _setup(args) as (fn, client, base):
+        graph = _graph(args)
+        if args.op is None:
+            return _check(args, traces, fn, client, mode, graph)
+        return _perturb(args, traces, fn, client, mode, graph, base, params)
+
+
+def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Callable[[Trace, int], Any]) -> list[Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    progress = Progress("replays", len(jobs), stream=None if args.quiet else sys.stderr)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
+            futures = [pool.submit(run, trace, repeat) for trace, repeat in jobs]
+            results = []
+            for future in futures:
+                results.append(future.result())
+                progress.advance()
+    finally:
+        progress.close()
+    return results
+
+
+def _check(
+    args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
+    graph: PipelineGraph | None,
+) -> int:
+    from quiver.replay import replay_trace
+
+    results = _replay_all(
+        args, [(t, 0) for t in traces],
+        lambda t, r: replay_trace(t, fn, mode=mode, client=client, graph=graph, seed=args.seed),
+    )
+    diverged = [r for r in results if not r.reproduced]
+    for r in diverged:
+        first = r.first_divergence
+        print(f"{r.baseline.trace_id}: {first.message()}")
+        for d in first.diff[:10]:
+            print(f"    {d.path}: recorded {json.dumps(d.recorded)[:160]} | replayed {json.dumps(d.replayed)[:160]}")
+        if len(r.divergences) > 1:
+            print(f"    ... and {len(r.divergences) - 1} more divergent call(s)")
+    live = sum(r.total_llm_calls for r in results)
+    what = "every dimension frozen" if mode.all_frozen else f"frozen: {', '.join(mode.frozen) or 'nothing'}"
+    print(
+        f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly "
+        f"({what}; {sum(r.served_calls for r in results)} calls served, {live} LLM calls made)"
+    )
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with TraceWriter(args.out / "replayed.jsonl") as writer:
+            for r in results:
+                writer.write(r.trace)
+        report = {
+            "traces": len(results), "reproduced": len(results) - len(diverged),
+            "mode": mode.model_dump(mode="json"),
+            "diverged": [
+                {"trace_id": r.baseline.trace_id, "divergences": [d.to_json() for d in r.divergences]}
+                for r in diverged
+            ],
+        }
+        (args.out / "check.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"replayed traces: {args.out / 'replayed.jsonl'}\nreport: {args.out / 'check.json'}")
+    return EXIT_PROBLEMS if diverged else EXIT_OK
+
+
+def _perturb(
+    args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
+    graph: PipelineGraph | None, base: Path, params: dict[str, Any],
+) -> int:
+    from quiver.perturbations import make_operator
+    from quiver.replay import Target, pair_results, replay_trace
+    from quiver.replay._replayer import sample_ids
+
+    if client is None:
+        raise QuiverError(
+            "a perturbation replay runs downstream calls live: give --spec (its llm block) or --base-url"
+        )
+    operator = make_operator(args.op, params)
+    target = Target(args.node, args.occurrence)
+    eligible = [t for t in traces if any(c.node == target.node and c.occurrence == target.occurrence for c in t.calls)]
+    skipped = len(traces) - len(eligible)
+    if not eligible:
+        raise QuiverError(f"no trace has a call {target.node}#{target.occurrence} to perturb ({len(traces)} trace(s) read)")
+    jobs = [(t, r) for t in eligible for r in range(args.repeats)]
+    keyed = sample_ids(traces)
+    results = _replay_all(
+        args, jobs,
+        lambda t, r: replay_trace(
+            t, fn, target=target, operator=operator, perturbation_id=args.id, repeat=r, seed=args.seed,
+            mode=mode, client=client, graph=graph, base_dir=base, sample_id=keyed[t.trace_id],
+        ),
+    )
+    pairs = pair_results(results, graph, epsilon=args.epsilon, embedder=args.embedder, cache_dir=args.cache)
+    strata = Counter(p.stratum for p in pairs if p.status != "failed")
+    status = Counter(p.status for p in pairs)
+    effective = [p for p in pairs if p.stratum == "effective"]
+    calls = Counter[str]()
+    for r in results:
+        calls.update(r.llm_calls)
+    summary = {
+        "node": target.node, "occurrence": target.occurrence, **operator.describe(),
+        "traces": len(eligible), "skipped_without_target": skipped, "repeats": args.repeats,
+        "pairs": len(pairs), "status": dict(status),
+        "effective": strata.get("effective", 0), "noop": strata.get("noop", 0),
+        "effective_D_shape": sum(p.d_shape for p in effective),
+        "effective_D_iter": sum(p.d_iter > 0 for p in effective),
+        "llm_calls": dict(sorted(calls.items())),
+        "llm_calls_per_pair": round(sum(calls.values()) / max(len(pairs), 1), 3),
+    }
+    print(
+        f"{len(pairs)} pair(s) on {len(eligible)} trace(s) ({skipped} without {target.node}#{target.occurrence}): "
+        f"{summary['effective']} effective, {summary['noop']} no-op, {status.get('failed', 0)} failed, "
+        f"{status.get('diverged', 0)} diverged; D_shape > 0 in {summary['effective_D_shape']} of "
+        f"{len(effective)} effective pair(s); {summary['llm_calls_per_pair']} LLM calls per pair"
+    )
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        tmp = args.out / "pairs.jsonl.tmp"
+        with tmp.open("w", encoding="utf-8") as fh:
+            for p in pairs:
+                fh.write(json.dumps(p.to_json(), sort_keys=True) + "\n")
+        os.replace(tmp, args.out / "pairs.jsonl")
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(f"pairs: {args.out / 'pairs.jsonl'}\nsummary: {args.out / 'summary.json'}")
+    return EXIT_PROBLEMS if status.get("failed") or status.get("diverged") else EXIT_OK

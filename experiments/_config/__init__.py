@@ -1,0 +1,31 @@
+"""The YAML specs, resolved into frozen, validated models.
+
+* ``record``: ``quiver record`` (pipeline, llm, inputs, repeats, redaction);
+* ``campaign``: ``quiver run`` and ``quiver gate`` (perturbations, replay, executor, ...);
+* ``llm``: the spec's ``llm:`` block made into a client (the simulator started when named).
+"""
+
+from __future__ import annotations
+
+from .record import SimulatorSpec, LLMSpec, RecordSpec, load_inputs
+from .campaign import PerturbationSpec, GateSpec, SelectSpec, ReplaySpec, ExecutorSpec, BudgetSpec, AnalysisSpec, CampaignSpec
+from .llm import RecordOverrides, run_record, open_llm, spec_redactor
+
+__all__ = [
+    "SimulatorSpec",
+    "LLMSpec",
+    "RecordSpec",
+    "load_inputs",
+    "PerturbationSpec",
+    "GateSpec",
+    "SelectSpec",
+    "ReplaySpec",
+    "ExecutorSpec",
+    "BudgetSpec",
+    "AnalysisSpec",
+    "CampaignSpec",
+    "RecordOverrides",
+    "run_record",
+    "open_llm",
+    "spec_redactor",
+]

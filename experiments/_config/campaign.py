@@ -1,0 +1,239 @@
+"""The campaign spec: what ``quiver run`` reads.
+
+It extends the recording spec (:class:`~quiver.experiments._config.RecordSpec`): the
+baseline corpus (an existing traces file, or ``inputs`` x ``repeats`` recorded first),
+the graph, which traces to perturb, the perturbations, how replays run, where, with
+which seeds and budget, and the analysis options. Every field is documented here;
+``quiver schema campaign`` prints the JSON Schema for editors. Paths are relative to the
+spec's folder, except ``output`` (relative to the working directory).
+
+Example::
+
+    pipeline: ../support_bot/pipeline.py:run
+    llm: {simulator: {models: [../support_bot/sim_models.py], nondeterminism: 0.15},
+          params: {temperature: 0, seed: 42}}
+    inputs: ../support_bot/inputs.jsonl
+    repeats: 3
+    graph: ../support_bot/graph.yaml
+    perturbations:
+      - id: rewriter-swap
+        node: rewriter
+        op: prompt_swap
+        params: {variants: [prompts/rewriter_terse.txt, prompts/rewriter_verbose.txt]}
+      - id: cs-override
+        node: context_sufficiency
+        op: override
+        params: {set: {sufficient: true}}
+      - id: fragments-drop
+        node: discovery
+        op: list_edit
+        params: {action: remove}
+        ladder: {count: [1, 2, 3, 5, 8]}
+    executor: {kind: local, concurrency: 8}
+    output: runs/support_bot_campaign
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
+from quiver.replay._replayer import DIMENSIONS, Dimension
+
+from .record import RecordSpec, _Spec
+
+__all__ = [
+    "PerturbationSpec",
+    "GateSpec",
+    "SelectSpec",
+    "ReplaySpec",
+    "ExecutorSpec",
+    "BudgetSpec",
+    "AnalysisSpec",
+    "CampaignSpec",
+]
+
+
+class PerturbationSpec(_Spec):
+    """One perturbation: an operator applied at one node call of every selected trace."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    """A unique name (letters, digits, ``_ . : -``): it keys sample keys and results."""
+    node: str
+    """The node to perturb."""
+    occurrence: int = Field(default=0, ge=0)
+    """Which call of the node (0: the first)."""
+    op: str
+    """The operator: override, bool_flip, categorical_flip, list_edit, text_edit,
+    prompt_swap, param_change, or one plugged in through the ``quiver.operators`` entry
+    points."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The operator's parameters (``quiver replay --help`` and the README list them)."""
+    ladder: dict[str, list[Any]] | None = None
+    """A magnitude ladder: a parameter and its steps (``{count: [1, 2, 3, 5]}``), one
+    replay per step; several keys give their product."""
+    repeats: int | None = Field(default=None, ge=1)
+    """Replays per (trace, step) for this perturbation (default: ``replay.repeats``)."""
+
+    @model_validator(mode="after")
+    def _operator(self) -> PerturbationSpec:
+        for params in self.steps():
+            try:
+                make_operator(self.op, params)
+            except OperatorError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def steps(self) -> list[dict[str, Any]]:
+        """The parameter sets this perturbation replays with: variants x ladder steps."""
+        try:
+            return [step for variant in expand_variants(self.op, self.params) for step in expand_ladder(variant, self.ladder)]
+        except OperatorError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class SelectSpec(_Spec):
+    """Which baseline traces are perturbed."""
+
+    mode: Literal["all", "sample", "near_boundary"] = "all"
+    """``all``; ``sample`` (``n`` traces drawn with ``seed``); ``near_boundary``: traces whose
+    target call was marginal: a recorded decision or categorical output whose top token
+    logprob exceeds the runner-up by at most ``margin``."""
+    n: int | None = Field(default=None, ge=1)
+    """How many traces ``sample`` draws (and the most ``near_boundary`` keeps)."""
+    margin: float = Field(default=1.0, gt=0)
+    """The logprob margin (nats) under which a call counts as near its boundary."""
+    seed: int = 0
+    """The draw's seed."""
+
+    @model_validator(mode="after")
+    def _n_for_sample(self) -> SelectSpec:
+        if self.mode == "sample" and self.n is None:
+            raise ValueError("select.mode 'sample' needs n: how many traces to draw")
+        return self
+
+
+class ReplaySpec(_Spec):
+    """How replays run."""
+
+    frozen: list[Dimension] = Field(default_factory=lambda: list(DIMENSIONS))
+    """Dimensions served from the recording upstream of the target (default: all)."""
+    live_nodes: list[str] = Field(default_factory=list)
+    """Nodes that always run live."""
+    frozen_nodes: list[str] = Field(default_factory=list)
+    """Nodes served from the recording upstream of the target whatever their kind."""
+    downstream: Literal["live", "cached"] = "live"
+    """Calls after the target: ``live`` every time, or ``cached``: answered from the
+    response cache when the same request with the same sample key was answered before."""
+    repeats: int = Field(default=1, ge=1)
+    """Replays per (trace, perturbation step), each with its own sample keys."""
+    controls: int = Field(default=1, ge=0)
+    """Control replays per selected trace and target: the target served as recorded (for
+    output operators) or run live unchanged (for execution operators), everything
+    downstream live. Their event rates, trace by trace, are the noise every magnitude
+    bin of a threshold is held against; 0 runs none (the bins are then held against the
+    observational noise of their inputs)."""
+
+
+class ExecutorSpec(_Spec):
+    """Where replays run."""
+
+    kind: Literal["local", "ray"] = "local"
+    """``local``: threads in this process; ``ray``: Ray tasks on a local instance or a cluster."""
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    """Replays at once (local)."""
+    address: str | None = None
+    """A Ray cluster's address; none starts a local Ray instance."""
+    batch_size: int = Field(default=8, ge=1)
+    """Jobs per Ray task."""
+    max_in_flight: int | None = Field(default=None, ge=1)
+    """Ray tasks pending at once (default: 4 per CPU)."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of a Ray task whose worker died."""
+
+
+class BudgetSpec(_Spec):
+    """An optional ceiling: the campaign stops cleanly when it is reached (resume with a larger one)."""
+
+    max_llm_calls: int | None = Field(default=None, ge=1)
+    """LLM requests the endpoint answers during replays."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Total tokens (prompt + completion) of those requests."""
+
+
+class AnalysisSpec(_Spec):
+    """The estimators' options."""
+
+    epsilon: float = Field(default=0.01, gt=0)
+    """The distance below which a node counts as unchanged."""
+    alphas: list[float] = Field(default_factory=lambda: [0.5, 0.8])
+    """Levels for drift budgets and impact sets."""
+    resamples: int = Field(default=1000, ge=100)
+    """Bootstrap resamples of input groups."""
+    permutations: int = Field(default=2000, ge=100)
+    """Permutations of the negative control's test."""
+    seed: int = 0
+    """The bootstrap's and the permutations' seed."""
+    embedder: str | None = None
+    """The sentence-transformers model (default all-MiniLM-L6-v2, shipped offline)."""
+    cache_dir: str | None = None
+    """The embedding cache (default ``~/.cache/quiver/embeddings``)."""
+
+
+class GateSpec(_Spec):
+    """The pre-deployment check of prompt changes (``quiver gate``)."""
+
+    probes: int = Field(default=50, ge=2)
+    """Baseline traces replayed per candidate: a seeded sample of the ok traces where the
+    changed node ran (all of them when there are fewer)."""
+    repeats: int = Field(default=2, ge=1)
+    """Replays per probe and arm (candidate, current template)."""
+    seed: int = 0
+    """Seed of the probe sample and of the replays' sample keys."""
+    alpha: float | None = Field(default=None, gt=0, le=1)
+    """The level of the drift budgets and impact sets (default: the first of
+    ``analysis.alphas``); it must be one the profile was computed at."""
+    output: str | None = None
+    """The gate's folder (default: ``OUTPUT/gate``, beside the campaign's run folder)."""
+
+
+class CampaignSpec(RecordSpec):
+    """A perturbation campaign (``quiver run``)."""
+
+    inputs: str | list[dict[str, Any]] | None = None  # type: ignore[assignment]
+    """Inputs to record the baseline from (with ``repeats``), when ``baseline`` is not given."""
+    baseline: str | None = None
+    """An existing traces file (relative to the spec) to perturb instead of recording one."""
+    graph: str | None = None
+    """The graph YAML (types, roles, categories, loop); what it leaves out is inferred."""
+    select: SelectSpec = Field(default_factory=SelectSpec)
+    """Which traces are perturbed."""
+    perturbations: list[PerturbationSpec] = Field(min_length=1)
+    """The perturbations."""
+    replay: ReplaySpec = Field(default_factory=ReplaySpec)
+    """How replays run."""
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    """Where replays run."""
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    """An optional ceiling on LLM calls or tokens."""
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    """Estimator options."""
+    gate: GateSpec = Field(default_factory=GateSpec)
+    """``quiver gate``: probes and levels of the pre-deployment check."""
+    output: str = "runs/campaign"
+    """The run folder (relative to the working directory)."""
+
+    @model_validator(mode="after")
+    def _baseline_or_inputs(self) -> CampaignSpec:
+        if (self.baseline is None) == (self.inputs is None):
+            raise ValueError(
+                "give exactly one of 'baseline' (an existing traces file) and 'inputs' (recorded "
+                "first, 'repeats' times each)"
+            )
+        ids = [p.id for p in self.perturbations]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"perturbation ids must be unique; repeated: {', '.join(dupes)}")
+        return self

@@ -1,0 +1,399 @@
+"""Output-mode operators: they perturb the recorded output of the target call.
+
+``override``, ``bool_flip`` and ``categorical_flip`` are binary (their stratum is
+decided by value); ``list_edit`` and ``text_edit`` are continuous (decided by the
+target's distance). Every operator addresses a ``field`` of the output by a dotted
+path into nested objects (``"sufficient"``, ``"plan.action"``); ``field=None`` is the
+whole output. The recorded output is never modified: operators work on a deep copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from quiver._canonical import canonical_json
+
+from quiver.perturbations._fields import keys_text, field_spec, get_field, set_field
+from quiver.perturbations._logprobs import logprob_alternatives, same_value
+from quiver.perturbations._registry import Operator, OperatorContext, OperatorError, OperatorParams, operator
+
+__all__ = [
+    "Override",
+    "BoolFlip",
+    "CategoricalFlip",
+    "ListEdit",
+    "TextEdit",
+    "logprob_alternatives",
+]
+
+_SCALARS = (str, bool, int, float, type(None))
+
+
+def _require(value: Any, kinds: tuple[type, ...], what: str, op: str, field: str | None) -> None:
+    if not isinstance(value, kinds):
+        where = f"field '{field}'" if field else "the output"
+        raise OperatorError(
+            f"operator '{op}' applies to {what}; {where} of this call is "
+            f"{type(value).__name__} ({json.dumps(value, default=str)[:60]})"
+        )
+
+
+class _FieldParams(OperatorParams):
+    field: str | None = None
+    """Dotted path of the field to perturb in an object output ("plan.action");
+    null for the whole output."""
+
+
+# --------------------------------------------------------------------------- override
+
+
+class OverrideParams(OperatorParams):
+    """Parameters of ``override``."""
+
+    set: dict[str, Any] = Field(min_length=1)
+    """Dotted field path -> the value to force it to (at least one)."""
+
+
+@operator("override")
+class Override(Operator):
+    """Force fields to given values. A no-op when they all already had them."""
+
+    mode = "output"
+    binary = True
+    Params = OverrideParams
+    params: OverrideParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with every field of ``set`` set to its value.
+
+        A field the output lacks may be set only when the graph spec declares it.
+        """
+        result = output
+        for path, value in self.params.set.items():
+            declared = field_spec(ctx.spec, path) is not None
+            result = set_field(result, path, value, self.name, create=declared)
+        return copy.deepcopy(result)
+
+    def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
+        """Every forced field already had its value in the recorded output."""
+        for path, value in self.params.set.items():
+            try:
+                if not same_value(get_field(output, path, self.name), value):
+                    return False
+            except OperatorError:
+                return False
+        return True
+
+
+# --------------------------------------------------------------------------- identity
+
+
+class IdentityParams(OperatorParams):
+    """``identity`` takes no parameters."""
+
+
+@operator("identity")
+class Identity(Operator):
+    """Serve the recorded output unchanged: the control replay of output perturbations.
+
+    Everything upstream and the target are as recorded; everything downstream runs live
+    with the replay's own samples, so its pairs measure the downstream noise of exactly
+    the replays the node's output perturbations make (a campaign's control replays).
+    """
+
+    mode = "output"
+    binary = True
+    Params = IdentityParams
+    params: IdentityParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """A copy of the recorded output."""
+        return copy.deepcopy(output)
+
+    def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
+        """Always: nothing was changed."""
+        return True
+
+
+# --------------------------------------------------------------------------- bool_flip
+
+
+class BoolFlipParams(_FieldParams):
+    """Parameters of ``bool_flip``."""
+
+
+@operator("bool_flip")
+class BoolFlip(Operator):
+    """Negate a boolean field."""
+
+    mode = "output"
+    binary = True
+    Params = BoolFlipParams
+    params: BoolFlipParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with the field negated; the field must be a bool."""
+        value = get_field(output, self.params.field, self.name)
+        _require(value, (bool,), "a boolean (true/false)", self.name, self.params.field)
+        return set_field(output, self.params.field, not value, self.name)
+
+
+# --------------------------------------------------------------------------- categorical_flip
+
+
+class CategoricalFlipParams(_FieldParams):
+    """Parameters of ``categorical_flip``."""
+
+    to: Any = None
+    """The class to flip to (strategy "value"); giving it selects that strategy."""
+    strategy: Literal["value", "logprobs", "next"] | None = None
+    """How the new class is chosen: "value" (params.to), "logprobs" (the next-most-likely
+    class in the recorded token logprobs), "next" (the next declared category, cyclic).
+    Default: "value" when `to` is given, else "logprobs" when the recorded logprobs
+    offer another class, else "next"."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _to_selects_value(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "to" in data and data.get("strategy") is None:
+            return {**data, "strategy": "value"}
+        return data
+
+    @model_validator(mode="after")
+    def _strategy_and_to(self) -> CategoricalFlipParams:
+        given = "to" in self.model_fields_set
+        if self.strategy == "value" and not given:
+            raise ValueError("strategy 'value' needs the class to flip to in 'to'")
+        if self.strategy in ("logprobs", "next") and given:
+            raise ValueError(f"'to' is only used by strategy 'value'; strategy '{self.strategy}' chooses the class")
+        if given and not isinstance(self.to, _SCALARS):
+            raise ValueError(f"'to' must be a string, number, boolean or null; got {type(self.to).__name__}")
+        return self
+
+
+@operator("categorical_flip")
+class CategoricalFlip(Operator):
+    """Flip a categorical field to another class (QUIVER.md §11: the next-most-likely)."""
+
+    mode = "output"
+    binary = True
+    Params = CategoricalFlipParams
+    params: CategoricalFlipParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with the field set to the class the strategy chooses."""
+        path = self.params.field
+        value = get_field(output, path, self.name)
+        _require(value, _SCALARS, "a categorical value (string, number, boolean)", self.name, path)
+        spec = field_spec(ctx.spec, path)
+        categories = spec.categories if spec is not None else None
+        return set_field(output, path, self._choose(output, value, categories, ctx), self.name)
+
+    def _choose(self, output: Any, value: Any, categories: list[Any] | None, ctx: OperatorContext) -> Any:
+        strategy = self.params.strategy
+        if strategy == "value":
+            if categories and not any(same_value(self.params.to, c) for c in categories):
+                raise OperatorError(
+                    f"operator '{self.name}' to={self.params.to!r} is not a declared category of "
+                    f"{self._where(ctx)}; categories: {keys_text(categories)}"
+                )
+            return self.params.to
+        if strategy in (None, "logprobs") and ctx.logprobs:
+            alternatives = logprob_alternatives(output, self.params.field, ctx.logprobs, categories)
+            if alternatives:
+                return alternatives[0][0]
+        if not categories:
+            raise OperatorError(
+                f"operator '{self.name}' cannot choose a class for {self._where(ctx)}: the graph "
+                "declares no categories for it and the recorded logprobs offer no other class; "
+                "declare its categories in the graph, or give params.to"
+            )
+        return _next_category(value, categories)
+
+    def _where(self, ctx: OperatorContext) -> str:
+        return f"node '{ctx.node}' field '{self.params.field}'" if self.params.field else f"node '{ctx.node}'"
+
+
+def _next_category(value: Any, categories: Sequence[Any]) -> Any:
+    """The category after ``value`` (cyclic); the first one when ``value`` is not declared."""
+    for i, category in enumerate(categories):
+        if same_value(category, value):
+            return categories[(i + 1) % len(categories)]
+    return categories[0]
+
+
+# --------------------------------------------------------------------------- list_edit
+
+
+class ListEditParams(_FieldParams):
+    """Parameters of ``list_edit``."""
+
+    action: Literal["remove", "reorder", "add", "truncate"]
+    """remove: drop elements at random positions; reorder: a random permutation;
+    add: insert spurious items from the pool at random positions; truncate: drop the
+    last elements."""
+    count: int | None = Field(default=None, ge=1)
+    """How many elements to remove, add or truncate (give this or fraction)."""
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    """The share of the list's length to remove, add or truncate, rounded up (give this
+    or count)."""
+    pool: list[Any] | None = None
+    """The items `add` chooses from (items already in the list are skipped)."""
+
+    @model_validator(mode="after")
+    def _amount(self) -> ListEditParams:
+        if self.action != "reorder" and (self.count is None) == (self.fraction is None):
+            raise ValueError(f"action '{self.action}' needs exactly one of 'count' and 'fraction'")
+        if self.action == "add" and not self.pool:
+            raise ValueError("action 'add' needs a non-empty 'pool' of items to add")
+        if self.action != "add" and self.pool is not None:
+            raise ValueError(f"'pool' is only used by action 'add', not '{self.action}'")
+        return self
+
+
+@operator("list_edit")
+class ListEdit(Operator):
+    """Remove, reorder, add or truncate list elements; random choices use ``ctx.rng``."""
+
+    mode = "output"
+    binary = False
+    Params = ListEditParams
+    params: ListEditParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with the list edited; the field must be a list."""
+        items = get_field(output, self.params.field, self.name)
+        _require(items, (list,), "a list", self.name, self.params.field)
+        edited = copy.deepcopy(items)
+        action = self.params.action
+        if action == "reorder":
+            edited = _reorder(edited, ctx)
+        elif action == "remove":
+            drop = set(ctx.rng.sample(range(len(edited)), min(self._amount(edited), len(edited))))
+            edited = [x for i, x in enumerate(edited) if i not in drop]
+        elif action == "truncate":
+            edited = edited[: max(0, len(edited) - self._amount(edited))]
+        else:
+            edited = self._add(edited, ctx)
+        return set_field(output, self.params.field, edited, self.name)
+
+    def _amount(self, items: list[Any]) -> int:
+        if self.params.count is not None:
+            return self.params.count
+        return math.ceil((self.params.fraction or 0.0) * len(items))
+
+    def _add(self, items: list[Any], ctx: OperatorContext) -> list[Any]:
+        present = {canonical_json(x) for x in items}
+        available: list[Any] = []
+        for item in self.params.pool or []:
+            key = canonical_json(item)
+            if key not in present:
+                present.add(key)
+                available.append(item)
+        if not available:
+            raise OperatorError(
+                f"operator '{self.name}' action 'add': every item of the pool is already in the "
+                f"list ({len(items)} items); give a pool with items the list does not have"
+            )
+        for item in ctx.rng.sample(available, min(self._amount(items), len(available))):
+            items.insert(ctx.rng.randint(0, len(items)), copy.deepcopy(item))
+        return items
+
+
+def _reorder(items: list[Any], ctx: OperatorContext) -> list[Any]:
+    """A random permutation different from ``items`` (unchanged when none exists)."""
+    original = [canonical_json(x) for x in items]
+    if len(set(original)) < 2:
+        return items
+    for _ in range(16):
+        shuffled = list(items)
+        ctx.rng.shuffle(shuffled)
+        if [canonical_json(x) for x in shuffled] != original:
+            return shuffled
+    return items[1:] + items[:1]  # a non-constant list differs from its rotation
+
+
+# --------------------------------------------------------------------------- text_edit
+
+PARAPHRASE_INSTRUCTION = (
+    "Paraphrase the text the user sends. Keep its meaning, its language, its facts and "
+    "its named entities; change the wording. Answer with the paraphrase only."
+)
+
+
+class TextEditParams(_FieldParams):
+    """Parameters of ``text_edit``."""
+
+    action: Literal["add_keyword", "remove_keyword", "paraphrase"]
+    """add_keyword: append the keywords; remove_keyword: delete every whole-word,
+    case-insensitive occurrence; paraphrase: rewrite with an LLM."""
+    keywords: list[str] = Field(default_factory=list)
+    """The keywords to add or remove (required by those actions)."""
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    """The paraphrase call's sampling temperature."""
+    model: str | None = None
+    """The paraphrase call's model (default: the replayer's model)."""
+    instruction: str = PARAPHRASE_INSTRUCTION
+    """The paraphrase call's system message."""
+
+    @model_validator(mode="after")
+    def _keywords(self) -> TextEditParams:
+        if self.action != "paraphrase":
+            if not self.keywords or not all(k.strip() for k in self.keywords):
+                raise ValueError(f"action '{self.action}' needs a non-empty list of non-blank 'keywords'")
+        return self
+
+
+@operator("text_edit")
+class TextEdit(Operator):
+    """Add or remove keywords, or paraphrase a text field."""
+
+    mode = "output"
+    binary = False
+    Params = TextEditParams
+    params: TextEditParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with the text edited; the field must be a string."""
+        text = get_field(output, self.params.field, self.name)
+        _require(text, (str,), "a text (string)", self.name, self.params.field)
+        action = self.params.action
+        if action == "add_keyword":
+            edited = " ".join([text.rstrip(), *self.params.keywords]).lstrip()
+        elif action == "remove_keyword":
+            edited = remove_keywords(text, self.params.keywords)
+        else:
+            edited = self._paraphrase(text, ctx)
+        return set_field(output, self.params.field, edited, self.name)
+
+    def _paraphrase(self, text: str, ctx: OperatorContext) -> str:
+        if ctx.chat is None:
+            raise OperatorError(
+                f"operator '{self.name}' action 'paraphrase' needs an LLM, and the replayer gave "
+                f"none for node '{ctx.node}'; configure the campaign's LLM endpoint"
+            )
+        messages = [{"role": "system", "content": self.params.instruction}, {"role": "user", "content": text}]
+        request: dict[str, Any] = {"temperature": self.params.temperature}
+        if self.params.model:
+            request["model"] = self.params.model
+        content = ctx.chat(messages, request)
+        if not isinstance(content, str):
+            raise OperatorError(f"operator '{self.name}': the paraphrase call returned {type(content).__name__}, not text")
+        return content.strip()
+
+
+def remove_keywords(text: str, keywords: Sequence[str]) -> str:
+    """``text`` without any whole-word, case-insensitive occurrence of the keywords,
+    runs of spaces collapsed and no space left before punctuation."""
+    for keyword in keywords:
+        text = re.sub(rf"(?<!\w){re.escape(keyword.strip())}(?!\w)", "", text, flags=re.IGNORECASE)
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r" +([,.;:!?])", r"\1", text)
+    return "\n".join(line.strip() for line in text.split("\n")).strip()

@@ -1,0 +1,670 @@
+"""The LLM client: the OpenAI SDK with the engine's retry policy and the replay contract.
+
+:class:`LLMClient` talks to any OpenAI-compatible endpoint (OpenAI, Azure, vLLM,
+Ollama, the bundled simulator) through the unmodified ``openai`` SDK, with the SDK's
+own retries off (``max_retries=0``): the engine's :class:`RetryPolicy` is the only one.
+It retries rate limits (honouring ``retry-after-ms`` / ``Retry-After``), 5xx, timeouts,
+connection errors and malformed bodies with exponential backoff (tenacity), and counts
+every retry by reason.
+
+Requests go through the SDK's generic ``post`` (its documented way to make a request it
+has no typed method for) with the body as the engine built it, and the answer is read as
+the JSON body: the SDK's own transport, headers, timeouts and error types, without its
+per-call walk of the request through the typed parameter schema and the building of a
+typed response object. Those two cost about as much CPU as the HTTP exchange itself,
+and at campaign scale the driver's CPU is what bounds the replay rate. A body that is
+not a chat completion (no ``choices``) counts as malformed, like one that is not JSON.
+
+Inside a recorded trace each chat call records the replay contract (QUIVER.md §12) on
+the current ``llm`` node call, or on a child ``llm`` call it opens when there is none:
+model name, reported version and sampling parameters; template id and hash, assembled
+messages and fragment hashes; the raw response, usage and logprobs. Every call carries
+a *sample key* in the ``X-Quiver-Sample-Key`` header, derived from the trace's key and
+the call's path, so a response is reproducible where the endpoint honours it (the
+simulator does; other endpoints ignore the header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import email.utils
+import hashlib
+import itertools
+import json
+import os
+import random
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
+
+from quiver._canonical import to_jsonable
+from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
+from quiver._trace import LLMResponse, ModelInfo, PromptInfo
+
+from .cache import ResponseCache
+from quiver.replay._instrument import CallRecord, current_builder, current_call
+from quiver.replay._instrument import OpenCall, child_call
+from quiver.replay._sim import SAMPLE_KEY_HEADER
+from quiver.replay._instrument import Template, get_template
+
+__all__ = [
+    "RetryPolicy", "LLMClient", "ChatResult", "llm", "configure_llm", "derive_sample_key", "use_llm",
+    "request_overrides", "use_response_cache",
+]
+
+
+class RetryPolicy(BaseModel):
+    """How LLM calls are retried (the ``retry:`` block of a spec)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    attempts: int = Field(default=8, ge=1)
+    """Attempts in all, the first included."""
+    initial_s: float = Field(default=0.5, gt=0)
+    """First backoff wait; it doubles each attempt, with jitter."""
+    max_s: float = Field(default=30.0, gt=0)
+    """Longest backoff wait."""
+    max_retry_after_s: float = Field(default=120.0, gt=0)
+    """Longest wait a server's Retry-After may impose."""
+
+
+@dataclass
+class ChatResult:
+    """What :meth:`LLMClient.chat` returns."""
+
+    content: str
+    """The raw text of the first choice."""
+    data: Any = None
+    """The parsed JSON, when a JSON response format was requested."""
+    model: str | None = None
+    """The model the endpoint reported."""
+    usage: dict[str, int] = field(default_factory=dict)
+    logprobs: list[dict[str, Any]] | None = None
+    attempts: int = 1
+
+    @property
+    def value(self) -> Any:
+        """``data`` when the response is JSON, else ``content``."""
+        return self.data if self.data is not None else self.content
+
+
+def derive_sample_key(base: str, call_path: str) -> str:
+    """The sample key of one call: a hash of the trace's key and the call's path."""
+    return hashlib.sha256(f"{base}|{call_path}".encode()).hexdigest()[:32]
+
+
+def _reason(exc: BaseException) -> str | None:
+    """Why a failed attempt is worth retrying, or None when it is not."""
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 or exc.status_code in (408, 409) else None
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, MalformedCompletion)):
+        return "malformed"
+    return None
+
+
+class MalformedCompletion(ValueError):
+    """A response body that is JSON but not a chat completion."""
+
+
+def _completion(body: Any) -> dict[str, Any]:
+    """The chat completion in a response body (bytes or parsed JSON); raises
+    :class:`json.JSONDecodeError` or :class:`MalformedCompletion`."""
+    data = json.loads(body) if isinstance(body, (bytes, str)) else body
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict) \
+            or not isinstance(choices[0].get("message"), dict):
+        raise MalformedCompletion(f"the response is not a chat completion (no choices with a message): {str(body)[:200]}")
+    return data
+
+
+def _logprob(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``logprobs.content`` entry with every field of the SDK's type present."""
+    top = [{"token": t.get("token"), "bytes": t.get("bytes"), "logprob": t.get("logprob"),
+            **{k: v for k, v in t.items() if k not in ("token", "bytes", "logprob")}}
+           for t in entry.get("top_logprobs") or []]
+    return {"token": entry.get("token"), "bytes": entry.get("bytes"), "logprob": entry.get("logprob"),
+            "top_logprobs": top,
+            **{k: v for k, v in entry.items() if k not in ("token", "bytes", "logprob", "top_logprobs")}}
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _response_format(value: Any) -> dict[str, Any] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": value.__name__, "schema": value.model_json_schema(), "strict": True},
+        }
+    raise InstrumentationError(
+        f"response_format must be a dict or a pydantic model class; got {type(value).__name__}"
+    )
+
+
+_claim_lock = threading.Lock()
+
+
+class LLMClient:
+    """An OpenAI-compatible chat client that records the replay contract.
+
+    Args:
+        base_url: The endpoint, e.g. ``https://api.openai.com/v1`` or the simulator's url.
+        model: The default model name.
+        api_key: The key itself (prefer ``api_key_env``).
+        api_key_env: The environment variable holding the key; read now.
+        timeout_s: Per-attempt HTTP timeout.
+        retry: The retry policy.
+        params: Default sampling parameters (temperature, top_p, seed, max_tokens).
+        cache: A :class:`~quiver.replay.ResponseCache`: a call that carries a sample key
+            is answered from it when the same request with the same key was answered
+            before (see :func:`use_response_cache`).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        params: Mapping[str, Any] | None = None,
+        cache: ResponseCache | None = None,
+    ) -> None:
+        if api_key is None and api_key_env:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise LLMError(
+                    f"environment variable {api_key_env} holds no API key; set it, or name the "
+                    "variable that does in llm.api_key_env"
+                )
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key or "unused"
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.params = dict(params or {})
+        self.cache = cache
+        # Synchronous calls go round several SDK clients, each with its own connection
+        # pool: httpcore's pool scans all its connections and waiting requests on every
+        # request and release, so one pool shared by 64 threads costs about 12% more CPU
+        # per call than eight pools of eight (measured against the simulator).
+        self._sync_pools: list[openai.OpenAI | None] = [None] * _SYNC_POOLS
+        self._next_pool = itertools.count()
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+
+    # -- public API ------------------------------------------------------------------
+    def chat(self, template: str | Template | None = None, /, **kwargs: Any) -> ChatResult:
+        """One chat completion.
+
+        Args:
+            template: A registered template id or :class:`Template`; its variables come
+                from ``variables=`` and from the other keyword arguments not listed here.
+            messages: Raw messages instead of a template.
+            model, temperature, top_p, seed, max_tokens, response_format, logprobs,
+            top_logprobs: Request parameters (``response_format`` may be a pydantic
+                model class: the reply is then parsed JSON in ``ChatResult.data``).
+            name: The node name of the ``llm`` call opened when the current call cannot
+                hold this one (default: the template id, else ``llm``).
+        """
+        call = self._prepare(template, kwargs)
+        served = call.served()
+        if served is not None:
+            return served
+        try:
+            response, attempts = self._send_sync(call)
+            result = self._finish(call, response, attempts)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        return result
+
+    async def achat(self, template: str | Template | None = None, /, **kwargs: Any) -> ChatResult:
+        """The async form of :meth:`chat`."""
+        call = self._prepare(template, kwargs)
+        served = call.served()
+        if served is not None:
+            return served
+        try:
+            response, attempts = await self._send_async(call)
+            result = self._finish(call, response, attempts)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        return result
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        with self._lock:
+            pools, self._sync_pools = self._sync_pools, [None] * _SYNC_POOLS
+        for client in pools:
+            if client is not None:
+                client.close()
+
+    # -- internals -------------------------------------------------------------------
+    def _prepare(self, template: str | Template | None, kwargs: dict[str, Any]) -> _PendingChat:
+        options = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
+        variables = {**kwargs.pop("variables", {}), **kwargs}
+        prompt = _prompt(template, options.pop("messages", None), variables)
+        params = {**self.params, **{k: v for k, v in options.items() if k in _PARAM_NAMES and v is not None}}
+        overrides = _request_overrides.get() or {}
+        params.update({k: v for k, v in overrides.items() if k in _PARAM_NAMES})
+        if "response_format" in params:
+            params["response_format"] = _response_format(params["response_format"])
+        model = overrides.get("model") or options.get("model") or self.model
+        if not model:
+            raise InstrumentationError("no model given: pass model= to chat() or to LLMClient(model=...)")
+        return _PendingChat.open(self, model, params, prompt, options.get("name"))
+
+    def _request(self, call: _PendingChat) -> dict[str, Any]:
+        """The request body, and the sample key header as ``extra_headers`` (the response
+        cache's key covers both)."""
+        body: dict[str, Any] = {
+            "model": call.model,
+            "messages": [m.model_dump() for m in call.prompt.assembled],
+            **call.params,
+        }
+        if call.sample_key:
+            body["extra_headers"] = {SAMPLE_KEY_HEADER: call.sample_key}
+        return body
+
+    def _retrying_kwargs(self, call: _PendingChat) -> dict[str, Any]:
+        policy = self.retry
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            after = _retry_after(exc) if exc else None
+            if after is not None:
+                return min(after, policy.max_retry_after_s)
+            backoff = min(policy.max_s, policy.initial_s * 2 ** (state.attempt_number - 1))
+            return backoff * (0.5 + _jitter() / 2)
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            call.note_retry(_reason(exc) or "other" if exc else "other")
+
+        return {
+            "stop": stop_after_attempt(policy.attempts),
+            "wait": wait,
+            "retry": retry_if_exception(lambda e: _reason(e) is not None),
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
+
+    def _cache_key(self, call: _PendingChat, request: dict[str, Any]) -> str | None:
+        if self.cache is None or not call.sample_key or not _cache_enabled.get():
+            return None
+        return self.cache.key(request, call.sample_key)
+
+    def _cached(self, key: str | None) -> dict[str, Any] | None:
+        if key is None:
+            return None
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is None:
+            return None
+        with self._lock:
+            self.stats["cache_hits"] += 1
+        return _completion(hit)
+
+    def _store(self, key: str | None, response: dict[str, Any]) -> None:
+        if key is not None and self.cache is not None:
+            self.cache.put(key, response)
+
+    @staticmethod
+    def _post_args(request: dict[str, Any]) -> dict[str, Any]:
+        body = dict(request)
+        headers = body.pop("extra_headers", None)
+        return {"cast_to": bytes, "body": body, "options": {"headers": headers} if headers else {}}
+
+    def _send_sync(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+        request = self._request(call)
+        key = self._cache_key(call, request)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached, 0
+        args = self._post_args(request)
+        attempts = 0
+        try:
+            for attempt in Retrying(**self._retrying_kwargs(call)):
+                with attempt:
+                    attempts += 1
+                    response = _completion(self._sync_client().post("/chat/completions", **args))
+                    self._store(key, response)
+                    return response, attempts
+        except BaseException as exc:
+            raise _mapped(exc, attempts) from exc
+        raise LLMUnavailable("no attempt was made")  # pragma: no cover - tenacity always tries once
+
+    async def _send_async(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+        request = self._request(call)
+        key = self._cache_key(call, request)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached, 0
+        client = self._async_client()
+        args = self._post_args(request)
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(**self._retrying_kwargs(call)):
+                with attempt:
+                    attempts += 1
+                    response = _completion(await client.post("/chat/completions", **args))
+                    self._store(key, response)
+                    return response, attempts
+        except BaseException as exc:
+            raise _mapped(exc, attempts) from exc
+        raise LLMUnavailable("no attempt was made")  # pragma: no cover
+
+    def _sync_client(self) -> openai.OpenAI:
+        i = next(self._next_pool) % _SYNC_POOLS
+        client = self._sync_pools[i]
+        if client is None:
+            with self._lock:
+                client = self._sync_pools[i]
+                if client is None:
+                    client = openai.OpenAI(
+                        base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout_s
+                    )
+                    self._sync_pools[i] = client
+        return client
+
+    def _async_client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async.get(loop)
+            if client is None:
+                client = openai.AsyncOpenAI(
+                    base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout_s
+                )
+                self._async[loop] = client
+        return client
+
+    def _finish(self, call: _PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
+        choice = response["choices"][0]
+        content = choice["message"].get("content") or ""
+        logprobs = None
+        choice_logprobs = choice.get("logprobs")
+        if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
+            logprobs = [_logprob(t) for t in choice_logprobs["content"]]
+        usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+        data = _parse_json(content, call) if _wants_json(call.params) else None
+        result = ChatResult(
+            content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
+            attempts=max(attempts, 1),
+        )
+        call.succeed(result, choice.get("finish_reason"), response.get("system_fingerprint"))
+        if attempts == 0:  # answered from the response cache
+            return result
+        with self._lock:
+            self.stats["calls"] += 1
+            self.stats["attempts"] += attempts
+        if call.builder is not None and call.record is not None:
+            with call.builder._lock:
+                call.builder.llm_calls[call.record.node] += 1
+                call.builder.llm_tokens += int(usage.get("total_tokens", 0))
+        return result
+
+
+_SYNC_POOLS = 8
+"""SDK clients (connection pools) synchronous calls go round."""
+
+_PARAM_NAMES = ("temperature", "top_p", "seed", "max_tokens", "response_format", "logprobs", "top_logprobs")
+_OPTION_NAMES = (*_PARAM_NAMES, "messages", "model", "name")
+
+
+def _jitter() -> float:
+    """Backoff jitter in [0, 1): random on purpose, so that clients spread out."""
+    return random.random()
+
+
+def _prompt(template: str | Template | None, messages: Any, variables: Mapping[str, Any]) -> PromptInfo:
+    if (template is None) == (messages is None):
+        raise InstrumentationError("chat() needs either a template (id or Template) or messages=, not both")
+    if template is not None:
+        resolved = get_template(template.id if isinstance(template, Template) else template)
+        return resolved.render(variables)
+    return PromptInfo(assembled=[m if isinstance(m, dict) else dict(m) for m in messages])
+
+
+def _wants_json(params: Mapping[str, Any]) -> bool:
+    fmt = params.get("response_format")
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object")
+
+
+def _parse_json(content: str, call: _PendingChat) -> Any:
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise LLMError(
+            f"model {call.model!r} answered {call.label} with text that is not JSON "
+            f"({exc.msg} at column {exc.colno}) although a JSON response format was requested"
+        ) from None
+
+
+def _mapped(exc: BaseException, attempts: int) -> BaseException:
+    if isinstance(exc, LLMError) or not isinstance(exc, Exception):
+        return exc
+    reason = _reason(exc)
+    if reason is not None:
+        return LLMUnavailable(f"LLM call failed after {attempts} attempt(s), last: {reason}: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        return LLMRequestError(f"the endpoint refused the request (HTTP {exc.status_code}): {exc.message}")
+    return exc
+
+
+class _PendingChat:
+    """One chat call in flight and the trace record it writes to."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        model: str,
+        params: dict[str, Any],
+        prompt: PromptInfo,
+        record: CallRecord | None,
+        opened: OpenCall | None,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.params = params
+        self.prompt = prompt
+        self.record = record
+        self.opened = opened
+        builder = current_builder.get()
+        self.builder = builder
+        self.sample_key = (
+            derive_sample_key(builder.sample_key, record.call_path)
+            if builder is not None and builder.sample_key and record is not None
+            else None
+        )
+
+    @property
+    def label(self) -> str:
+        return f"call {self.record.call_path}" if self.record else "a call"
+
+    @classmethod
+    def open(
+        cls, client: LLMClient, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
+    ) -> _PendingChat:
+        record = current_call.get()
+        info = ModelInfo(name=model, params=to_jsonable(params))
+        if current_builder.get() is None:
+            return cls(client, model, params, prompt, None, None)
+        with _claim_lock:
+            claimable = record is not None and record.kind == "llm" and record.model is None
+            if claimable:
+                assert record is not None
+                record.model = info
+        if claimable:
+            record.prompt = prompt  # type: ignore[union-attr]
+            return cls(client, model, params, prompt, record, None)
+        node_name = name or prompt.template_id or "llm"
+        opened = child_call(node_name, "llm", {"messages": [m.content for m in prompt.assembled], "params": params})
+        opened.enter()
+        assert opened.record is not None
+        opened.record.model = info
+        opened.record.prompt = prompt
+        return cls(client, model, params, prompt, opened.record, opened)
+
+    def served(self) -> ChatResult | None:
+        """The recorded response, when a replay serves this call from the recording.
+
+        The record's directive says: ``serve`` (the model and prompt are frozen: the
+        recorded response and prompt stand, provided the model and parameters asked
+        for are the recorded ones), ``serve_if_same`` (only when the request, prompt
+        included, equals the recorded one) or ``live``.
+        """
+        directive = self.record.replay if self.record is not None else None
+        recorded = getattr(directive, "recorded", None)
+        if directive is None or directive.llm == "live" or recorded is None or recorded.response is None:
+            return None
+        if recorded.model is None or recorded.model.name != self.model or recorded.model.params != to_jsonable(self.params):
+            return None
+        if directive.llm == "serve_if_same" and (
+            recorded.prompt is None or recorded.prompt.assembled != self.prompt.assembled
+        ):
+            return None
+        response = recorded.response
+        result = ChatResult(
+            content=response.content, data=_parse_json(response.content, self) if _wants_json(self.params) else None,
+            model=recorded.model.version, usage=dict(response.usage), logprobs=response.logprobs,
+            attempts=response.attempts,
+        )
+        assert self.record is not None
+        if recorded.prompt is not None:
+            self.prompt = recorded.prompt
+            self.record.prompt = recorded.prompt
+        self.succeed(result, response.finish_reason, recorded.tags.get("system_fingerprint"))
+        with self.client._lock:
+            self.client.stats["served"] += 1
+        return result
+
+    def note_retry(self, reason: str) -> None:
+        with self.client._lock:
+            self.client.stats[f"retry_{reason}"] += 1
+        if self.builder is not None:
+            with self.builder._lock:
+                self.builder.retries[reason] += 1
+
+    def succeed(self, result: ChatResult, finish_reason: str | None, fingerprint: str | None) -> None:
+        if self.record is not None:
+            self.record.model = ModelInfo(name=self.model, version=result.model, params=to_jsonable(self.params))
+            self.record.response = LLMResponse(
+                content=result.content, finish_reason=finish_reason, usage=result.usage,
+                logprobs=result.logprobs, attempts=result.attempts,
+            )
+            if fingerprint:
+                self.record.tags["system_fingerprint"] = fingerprint
+        if self.opened is not None:
+            self.opened.exit(result.value, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.opened is not None:
+            self.opened.exit(None, exc)
+            self.opened = None
+
+
+_cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
+
+
+def use_response_cache(enabled: bool) -> contextvars.Token[bool]:
+    """Whether LLM calls in the current context may be answered from the client's
+    response cache (on by default when the client has one; a replay sets it from its
+    mode: downstream ``live`` or ``cached``)."""
+    return _cache_enabled.set(enabled)
+
+
+_request_overrides: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "quiver_request_overrides", default=None
+)
+
+
+@contextlib.contextmanager
+def request_overrides(params: Mapping[str, Any]) -> Iterator[None]:
+    """Send every LLM request made within the block with ``params`` changed.
+
+    ``model`` replaces the model; ``temperature``, ``top_p``, ``seed``, ``max_tokens``
+    and the other request parameters replace the call's own. What a replay's
+    ``param_change`` perturbation uses on its target.
+    """
+    token = _request_overrides.set({**(_request_overrides.get() or {}), **params})
+    try:
+        yield
+    finally:
+        _request_overrides.reset(token)
+
+
+_current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)
+_default_llm: list[LLMClient] = []
+
+
+def configure_llm(client: LLMClient | None) -> None:
+    """Set the process-wide client that :func:`llm` returns outside a recording."""
+    _default_llm[:] = [client] if client is not None else []
+
+
+def use_llm(client: LLMClient) -> contextvars.Token[LLMClient | None]:
+    """Make ``client`` the one :func:`llm` returns in the current context."""
+    return _current_llm.set(client)
+
+
+def llm() -> LLMClient:
+    """The LLM client configured for the current run.
+
+    ``quiver record`` and campaigns set it from the spec's ``llm:`` block; elsewhere
+    call :func:`configure_llm` once.
+    """
+    client = _current_llm.get() or (_default_llm[0] if _default_llm else None)
+    if client is None:
+        raise InstrumentationError(
+            "no LLM client is configured: run the pipeline under `quiver record`, or call "
+            "quiver.configure_llm(quiver.LLMClient(base_url=..., model=...)) first"
+        )
+    return client

@@ -1,0 +1,161 @@
+"""What a replay is asked for and what it gives back: the replay mode, the target, the
+result, and the sample keys replays draw with (see :mod:`quiver.replay._replayer`)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quiver._errors import QuiverError
+from quiver._trace import Divergence, TargetReport, Trace
+
+__all__ = [
+    "DIMENSIONS", "ReplayMode", "Target", "TargetReport", "ReplayResult", "ReplayError", "replay_sample_key",
+    "replay_identity", "sample_ids",
+    "Dimension"
+]
+
+Dimension = Literal["model", "prompt", "retrieval", "tools"]
+DIMENSIONS: tuple[Dimension, ...] = ("model", "prompt", "retrieval", "tools")
+"""The dimensions of the replay contract that a replay holds frozen (QUIVER.md §12)."""
+
+_KIND_DIMENSIONS: dict[str, tuple[Dimension, ...]] = {
+    "llm": ("model", "prompt"), "retrieval": ("retrieval",), "tool": ("tools",),
+}
+
+
+class ReplayError(QuiverError):
+    """A replay cannot be set up: no such target in the trace, a bad template variant."""
+
+
+class ReplayMode(BaseModel):
+    """What a replay holds frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    frozen: tuple[Dimension, ...] = Field(default=DIMENSIONS)
+    """Dimensions served from the recording while a call's inputs hash to the recorded
+    ones: model, prompt, retrieval, tools (default: all four)."""
+    live_nodes: tuple[str, ...] = ()
+    """Nodes that always run live, whatever the dimensions."""
+    frozen_nodes: tuple[str, ...] = ()
+    """Nodes served from the recording before the target whatever the dimensions (a
+    node of any kind, a transform included), while their inputs match."""
+    downstream: Literal["live", "cached"] = "live"
+    """Calls at and after the target: ``live`` asks the endpoint every time; ``cached``
+    answers a call from the client's response cache when the same request with the same
+    sample key was answered before (a resumed or repeated campaign pays nothing twice)."""
+
+    @property
+    def all_frozen(self) -> bool:
+        """Every dimension frozen and no node live."""
+        return set(self.frozen) == set(DIMENSIONS) and not self.live_nodes
+
+    def unfreeze(self, *dims: Dimension) -> ReplayMode:
+        """The same mode with ``dims`` live."""
+        return self.model_copy(update={"frozen": tuple(d for d in self.frozen if d not in dims)})
+
+
+@dataclass(frozen=True)
+class Target:
+    """The call a replay perturbs: the ``occurrence``-th call of ``node``."""
+
+    node: str
+    occurrence: int = 0
+
+
+@dataclass
+class ReplayResult:
+    """One replayed trace next to its recording."""
+
+    baseline: Trace
+    trace: Trace
+    perturbation_id: str
+    repeat: int
+    divergences: list[Divergence]
+    target: TargetReport | None
+    llm_calls: dict[str, int]
+    """LLM requests the endpoint answered during the replay, by node."""
+    served_calls: int
+    """Calls served from the recording (their bodies did not run)."""
+    seconds: float
+    llm_tokens: int = 0
+    """Tokens of the LLM requests the endpoint answered."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """LLM attempts retried during the replay, by reason (rate_limited, server_error, ...)."""
+
+    @property
+    def reproduced(self) -> bool:
+        """No replay divergence."""
+        return not self.divergences
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """The first divergent call in program order."""
+        return self.divergences[0] if self.divergences else None
+
+    @property
+    def total_llm_calls(self) -> int:
+        return sum(self.llm_calls.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the baseline (which the receiver has), as JSON."""
+        return {
+            "trace": self.trace.model_dump(mode="json"), "perturbation_id": self.perturbation_id,
+            "repeat": self.repeat, "divergences": [d.to_json() for d in self.divergences],
+            "target": self.target.to_json() if self.target is not None else None,
+            "llm_calls": self.llm_calls, "served_calls": self.served_calls, "seconds": self.seconds,
+            "llm_tokens": self.llm_tokens, "retries": self.retries,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], baseline: Trace) -> ReplayResult:
+        """The inverse of :meth:`to_json`, given the baseline."""
+        target = data.get("target")
+        return cls(
+            baseline=baseline, trace=Trace.model_validate(data["trace"]), perturbation_id=data["perturbation_id"],
+            repeat=data["repeat"], divergences=[Divergence.from_json(d) for d in data["divergences"]],
+            target=TargetReport(**{k: v for k, v in target.items()}) if target else None,
+            llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
+            llm_tokens=data.get("llm_tokens", 0), retries=dict(data.get("retries", {})),
+        )
+
+
+def replay_sample_key(seed: int, sample_id: str, perturbation_id: str, repeat: int) -> str:
+    """The base sample key of one replay: (campaign seed, the baseline's
+    :func:`replay_identity`, perturbation, repeat).
+
+    Live calls derive theirs from it and their call path, so a repeated or resumed
+    replay asks for the same samples and different repeats get different ones.
+    """
+    return hashlib.sha256(f"{seed}|{sample_id}|{perturbation_id}|{repeat}".encode()).hexdigest()[:32]
+
+
+def replay_identity(trace: Trace) -> str:
+    """What a replay of ``trace`` derives its sample key from.
+
+    A trace the engine recorded has the id ``run_id/input_id/repeat``, and its own
+    samples came from (seed, input id, repeat) alone: two recordings of the same inputs
+    with the same seed hold the same traces under other run ids. Its identity is
+    ``input_id/repeat``, so that a campaign on either recording replays with the same
+    draws and gives the same numbers. Any other trace (an imported one) is identified
+    by its trace id. Where a corpus joins two recordings of the same inputs, identities
+    repeat; a campaign then keys those traces by their trace ids (see
+    :func:`sample_ids`).
+    """
+    if trace.trace_id == f"{trace.run_id}/{trace.input_id}/{trace.repeat}":
+        return f"{trace.input_id}/{trace.repeat}"
+    return trace.trace_id
+
+
+def sample_ids(traces: Sequence[Trace]) -> dict[str, str]:
+    """Trace id -> the id its replays are keyed by: :func:`replay_identity`, or the
+    trace id for traces whose identity another trace of the corpus shares."""
+    counts = Counter(replay_identity(t) for t in traces)
+    return {t.trace_id: ident if counts[ident] == 1 else t.trace_id
+            for t, ident in ((t, replay_identity(t)) for t in traces)}

@@ -1,0 +1,40 @@
+"""The bundled OpenAI-compatible simulator: seeded stochastic models over HTTP on loopback.
+
+* ``request``, ``models``, ``jsonfill``: requests, the model registry, the built-in models;
+* ``wire``, ``server``: the HTTP exchange and the server;
+* ``process``: the simulator as a subprocess.
+"""
+
+from __future__ import annotations
+
+from .request import SimRequest, SimRequestError
+from .models import Fields, Fixed, Text, SimChoice, ModelOutput, SimModelFn, sim_model, register_sim_model, get_sim_model, sim_model_names, load_model_modules, complete, request_digest
+from .server import SAMPLE_KEY_HEADER, LatencyConfig, FaultConfig, SimulatorConfig, check_loopback, Simulator
+from .process import serve, SimulatorProcess, main
+
+__all__ = [
+    "SimRequest",
+    "SimRequestError",
+    "Fields",
+    "Fixed",
+    "Text",
+    "SimChoice",
+    "ModelOutput",
+    "SimModelFn",
+    "sim_model",
+    "register_sim_model",
+    "get_sim_model",
+    "sim_model_names",
+    "load_model_modules",
+    "complete",
+    "request_digest",
+    "SAMPLE_KEY_HEADER",
+    "LatencyConfig",
+    "FaultConfig",
+    "SimulatorConfig",
+    "check_loopback",
+    "Simulator",
+    "serve",
+    "SimulatorProcess",
+    "main",
+]

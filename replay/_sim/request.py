@@ -1,0 +1,216 @@
+"""The request a simulated model sees: :class:`SimRequest`, and its validation.
+
+:meth:`SimRequest.from_openai` builds a request from an OpenAI chat completion body; a
+missing parameter or a wrong type or value raises :class:`SimRequestError`, which the
+simulator answers with a 400. :mod:`quiver.replay._sim` re-exports both names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from quiver._errors import SimulatorError
+
+__all__ = [
+    "SimRequest",
+    "SimRequestError",
+]
+
+
+class SimRequestError(SimulatorError):
+    """A chat completion request the simulator cannot serve (an HTTP 400).
+
+    Attributes:
+        param: The request parameter at fault (``"temperature"``), when there is one.
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """A chat completion request as the simulated models see it.
+
+    Attributes:
+        model: The model name.
+        messages: The messages as sent, ``{"role": ..., "content": ...}`` dicts; a
+            ``content`` may be a string, a list of ``{"type": "text", "text": ...}``
+            parts, or ``None``.
+        temperature: Sampling temperature, ``>= 0`` (OpenAI's default 1.0).
+        top_p: Nucleus mass in ``(0, 1]``.
+        seed: The request's ``seed`` parameter (it only enters the sample hash).
+        max_tokens: Cap on the words of a text answer, ``>= 1``, or ``None``.
+        n: Number of choices, ``>= 1``.
+        response_format: The ``response_format`` parameter as sent, or ``None``.
+        sample_key: The ``X-Quiver-Sample-Key`` header (``""`` when absent).
+        logprobs: Whether to return log-probabilities.
+        top_logprobs: How many alternatives to list per log-probability entry.
+    """
+
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    n: int = 1
+    response_format: Mapping[str, Any] | None = None
+    sample_key: str = ""
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(_check_messages(self.messages)))
+        _check_request_values(self)
+
+    @classmethod
+    def from_openai(cls, body: Mapping[str, Any], sample_key: str = "") -> SimRequest:
+        """Build a request from an OpenAI chat completion body.
+
+        ``null`` values mean the OpenAI default; ``max_completion_tokens`` is read when
+        ``max_tokens`` is absent; parameters the simulator does not use are ignored.
+
+        Raises:
+            SimRequestError: A parameter is missing or has a wrong type or value.
+        """
+        if "model" not in body:
+            raise SimRequestError("missing required parameter: 'model'", "model")
+        if "messages" not in body:
+            raise SimRequestError("missing required parameter: 'messages'", "messages")
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_completion_tokens")
+        return cls(
+            model=body["model"],
+            messages=body["messages"],
+            temperature=_default(body.get("temperature"), 1.0),
+            top_p=_default(body.get("top_p"), 1.0),
+            seed=body.get("seed"),
+            max_tokens=max_tokens,
+            n=_default(body.get("n"), 1),
+            response_format=body.get("response_format"),
+            sample_key=sample_key,
+            logprobs=_default(body.get("logprobs"), False),
+            top_logprobs=_default(body.get("top_logprobs"), 0),
+        )
+
+    @property
+    def system_text(self) -> str:
+        """The contents of the system (and developer) messages, joined by newlines."""
+        return _join(self.messages, {"system", "developer"})
+
+    @property
+    def user_text(self) -> str:
+        """The contents of the user messages, joined by newlines."""
+        return _join(self.messages, {"user"})
+
+    @property
+    def last_user(self) -> str:
+        """The content of the last user message (``""`` when there is none)."""
+        for message in reversed(self.messages):
+            if message["role"] == "user":
+                return _content_text(message)
+        return ""
+
+    @property
+    def text(self) -> str:
+        """The contents of all messages, joined by newlines."""
+        return _join(self.messages, None)
+
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The schema of a ``json_schema`` response format, else ``None``."""
+        fmt = self.response_format
+        if not fmt or fmt.get("type") != "json_schema":
+            return None
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+
+
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _content_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+
+
+def _join(messages: Sequence[Mapping[str, Any]], roles: set[str] | None) -> str:
+    return "\n".join(
+        _content_text(m) for m in messages if roles is None or m["role"] in roles
+    )
+
+
+def _check_messages(messages: Any) -> list[Mapping[str, Any]]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise SimRequestError(
+            f"'messages' must be a list of {{role, content}} objects; "
+            f"got {type(messages).__name__}",
+            "messages",
+        )
+    if not messages:
+        raise SimRequestError("'messages' must not be empty", "messages")
+    for i, message in enumerate(messages):
+        _check_message(i, message)
+    return list(messages)
+
+
+def _check_message(i: int, message: Any) -> None:
+    where = f"messages[{i}]"
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise SimRequestError(
+            f"'{where}' must be an object with a string 'role'; got {message!r:.80}", where
+        )
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return
+    if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
+        raise SimRequestError(
+            f"'{where}.content' must be a string, a list of content parts or null; "
+            f"got {type(content).__name__}",
+            f"{where}.content",
+        )
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_request_values(req: SimRequest) -> None:
+    checks: list[tuple[str, bool, str]] = [
+        ("model", isinstance(req.model, str) and bool(req.model), "a non-empty string"),
+        ("temperature", _is_number(req.temperature) and req.temperature >= 0, "a number >= 0"),
+        ("top_p", _is_number(req.top_p) and 0 < req.top_p <= 1, "a number in (0, 1]"),
+        ("seed", req.seed is None or _is_int(req.seed), "an integer or null"),
+        ("max_tokens", req.max_tokens is None or (_is_int(req.max_tokens) and req.max_tokens >= 1),
+         "an integer >= 1 or null"),
+        ("n", _is_int(req.n) and 1 <= req.n <= 128, "an integer in [1, 128]"),
+        ("response_format",
+         req.response_format is None or isinstance(req.response_format, Mapping),
+         "an object or null"),
+        ("sample_key", isinstance(req.sample_key, str), "a string"),
+        ("logprobs", isinstance(req.logprobs, bool), "a boolean"),
+        ("top_logprobs", _is_int(req.top_logprobs) and 0 <= req.top_logprobs <= 20,
+         "an integer in [0, 20]"),
+    ]
+    for name, ok, expected in checks:
+        if not ok:
+            raise SimRequestError(
+                f"'{name}' must be {expected}; got {getattr(req, name)!r:.80}", name
+            )

@@ -1,0 +1,598 @@
+"""The bundled LLM simulator: an OpenAI-compatible HTTP server on loopback.
+
+The simulator stands in for an LLM provider in tests and demos. It serves the models of
+:mod:`quiver.replay._sim` -- seeded stochastic Python functions registered by
+name -- to the unmodified OpenAI SDK::
+
+    with Simulator() as sim:
+        client = openai.OpenAI(base_url=sim.url, api_key="sk-anything", max_retries=0)
+        client.chat.completions.create(
+            model="sim-echo",
+            messages=[{"role": "user", "content": "hello"}],
+            extra_headers={SAMPLE_KEY_HEADER: "trace-7/flip-2/0"},
+        )
+
+Endpoints: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``
+and ``GET /health``. Any ``Authorization`` header is accepted; streaming is not
+supported.
+
+**Purity.** A completion is a pure function of (model, messages, parameters, sample
+key); the sample key comes in the ``X-Quiver-Sample-Key`` header (missing = ``""``). The
+response id is derived from the request and ``created`` is always 0, so the same request
+with the same key gives a byte-identical body in any process.
+
+**Faults.** Each attempt that passes validation draws its fate from a separate
+``random.Random(faults.seed)`` stream, shared by all connections under a lock: one
+uniform draw decides, in this order, a 429 (with ``retry-after-ms`` and ``Retry-After``
+headers), a 500, a timeout (the connection is held without an answer for
+``timeout_hang_s``, then closed; :meth:`Simulator.stop` releases it at once), a
+malformed body (status 200, ``application/json``, the valid body cut in half), or a
+normal answer. Latency is then drawn from the same stream and applied to every
+answered request, counted from the request's arrival: the simulator computes the answer
+first and sends it once the latency has passed since the request came in, so its own
+work lies inside the latency instead of adding to it (an answer that takes longer to
+compute than the latency goes out as soon as it is ready). Faults never touch the
+content: a retried request gets the same answer. Which attempt gets which fault depends
+on the order in which concurrent attempts arrive.
+
+**What the OpenAI SDK raises** (``openai`` 3.x with ``max_retries=0``), which the
+engine's retry policy maps to :class:`~quiver._errors.LLMUnavailable`:
+
+=========================  ============================================================
+fault                      exception
+=========================  ============================================================
+429                        ``openai.RateLimitError`` (``.response.headers`` carries
+                           ``retry-after-ms``)
+500                        ``openai.InternalServerError``
+timeout                    ``openai.APITimeoutError`` when the client's timeout is
+                           shorter than ``timeout_hang_s``; otherwise
+                           ``openai.APIConnectionError`` ("Server disconnected
+                           without sending a response") when the hang ends
+malformed body             ``json.JSONDecodeError`` -- *not* an ``openai.OpenAIError``:
+                           the SDK calls ``response.json()`` on a 200 with a JSON
+                           content type and lets the decoder's error through
+                           (``JSONDecodeError`` is a ``ValueError``)
+=========================  ============================================================
+
+Requests the simulator cannot serve get OpenAI's error body
+``{"error": {"message", "type", "param", "code"}}``: 400 (``openai.BadRequestError``) for
+a body that is not JSON, a missing or invalid parameter, or ``"stream": true``; 404
+(``openai.NotFoundError``) for an unknown model, listing the known ones.
+
+The simulator listens on loopback only (:func:`check_loopback`). Run it in-process with
+:class:`Simulator`; :mod:`quiver.replay._sim` runs it as a process (``serve``, the
+``SimulatorProcess`` subprocess, ``python -m quiver.replay._sim.process``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import random
+import socket
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from quiver._errors import SimulatorError
+from .models import SimRequest, complete, load_model_modules, sim_model_names
+from .wire import (
+    _HTTPError,
+    _completion_body,
+    _json_bytes,
+    _model_body,
+    _parse_request,
+    _retry_headers,
+    _unknown_model,
+)
+
+__all__ = [
+    "SAMPLE_KEY_HEADER",
+    "LatencyConfig",
+    "FaultConfig",
+    "SimulatorConfig",
+    "check_loopback",
+    "Simulator",
+]
+
+SAMPLE_KEY_HEADER = "X-Quiver-Sample-Key"
+"""The request header carrying the sample key."""
+
+_STAT_KEYS = (
+    "requests", "ok", "rate_limited", "server_error", "timeout", "malformed", "bad_request"
+)
+_MAX_BODY_BYTES = 64 * 1024 * 1024
+_STOP_JOIN_S = 5.0
+
+Outcome = Literal["ok", "rate_limited", "server_error", "timeout", "malformed"]
+
+# --------------------------------------------------------------------------- config
+
+_MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class LatencyConfig(BaseModel):
+    """The time from a request's arrival to its answer, for every answered request
+    (faulty answers included); the simulator's own work lies inside it."""
+
+    model_config = _MODEL_CONFIG
+
+    dist: Literal["none", "constant", "uniform", "lognormal"] = "none"
+    """The distribution: ``none``; ``constant`` (``ms``); ``uniform`` (between ``low_ms``
+    and ``high_ms``); ``lognormal`` (median ``ms``, log-scale spread ``sigma``)."""
+
+    ms: float = 0.0
+    """The constant latency, or the median of the lognormal, in milliseconds."""
+
+    low_ms: float = 0.0
+    """The lower bound of the uniform latency, in milliseconds."""
+
+    high_ms: float = 0.0
+    """The upper bound of the uniform latency, in milliseconds."""
+
+    sigma: float = 0.5
+    """The standard deviation of the log-latency for ``lognormal``."""
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> LatencyConfig:
+        for name in ("ms", "low_ms", "high_ms", "sigma"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"latency.{name} must be a finite number >= 0; got {value}")
+        if self.dist == "uniform" and self.high_ms < self.low_ms:
+            raise ValueError(
+                f"latency.high_ms ({self.high_ms}) must be >= latency.low_ms ({self.low_ms}) "
+                "for a uniform latency"
+            )
+        if self.dist == "lognormal" and self.ms <= 0:
+            raise ValueError("latency.ms is the median of a lognormal latency; it must be > 0")
+        return self
+
+    def draw_s(self, rng: random.Random) -> float:
+        """Draw one latency, in seconds (no draw for ``none`` and ``constant``)."""
+        if self.dist == "constant":
+            return self.ms / 1000
+        if self.dist == "uniform":
+            return (self.low_ms + (self.high_ms - self.low_ms) * rng.random()) / 1000
+        if self.dist == "lognormal":
+            return self.ms * math.exp(self.sigma * rng.normalvariate(0.0, 1.0)) / 1000
+        return 0.0
+
+
+_RATES = ("rate_429", "rate_500", "rate_timeout", "rate_malformed")
+
+
+class FaultConfig(BaseModel):
+    """Faults injected per attempt, drawn from a seeded stream separate from content."""
+
+    model_config = _MODEL_CONFIG
+
+    latency: LatencyConfig = LatencyConfig()
+    """The time from a request's arrival to its answer, for every answered request."""
+
+    rate_429: float = 0.0
+    """Probability that an attempt is answered 429 (rate limited)."""
+
+    retry_after_s: float = 0.05
+    """The wait a 429 asks for: sent as ``retry-after-ms`` and as ``Retry-After`` (whole
+    seconds, rounded up)."""
+
+    rate_500: float = 0.0
+    """Probability that an attempt is answered 500 (server error)."""
+
+    rate_timeout: float = 0.0
+    """Probability that an attempt is never answered (held, then closed)."""
+
+    timeout_hang_s: float = 30.0
+    """How long an unanswered attempt holds its connection, in seconds; cut short when
+    the server stops."""
+
+    rate_malformed: float = 0.0
+    """Probability that an attempt gets a 200 whose JSON body is truncated."""
+
+    seed: int = 0
+    """Seed of the fault stream."""
+
+    @field_validator(*_RATES)
+    @classmethod
+    def _check_rate(cls, value: float, info: Any) -> float:
+        if not 0 <= value <= 1:
+            raise ValueError(
+                f"faults.{info.field_name} must be a probability in [0, 1]; got {value}"
+            )
+        return value
+
+    @field_validator("retry_after_s", "timeout_hang_s")
+    @classmethod
+    def _check_duration(cls, value: float, info: Any) -> float:
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(
+                f"faults.{info.field_name} must be a finite number of seconds >= 0; got {value}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_rate_sum(self) -> FaultConfig:
+        total = sum(getattr(self, name) for name in _RATES)
+        if total > 1 + 1e-12:
+            terms = " + ".join(f"{name}={getattr(self, name)}" for name in _RATES)
+            raise ValueError(
+                f"the fault rates {terms} sum to {total:g}; each attempt gets at most one "
+                "fault, so they must sum to at most 1"
+            )
+        return self
+
+
+class SimulatorConfig(BaseModel):
+    """How to run the simulator."""
+
+    model_config = _MODEL_CONFIG
+
+    host: str = "127.0.0.1"
+    """The loopback address to listen on (127.0.0.0/8, ::1 or localhost)."""
+
+    port: int = 0
+    """The TCP port; 0 picks a free one."""
+
+    models: list[str] = []
+    """Modules to import before serving; they register models with ``@sim_model``."""
+
+    nondeterminism: float = 0.0
+    """At temperature 0, the probability that a choice takes a runner-up value."""
+
+    faults: FaultConfig = FaultConfig()
+    """Injected faults and latency."""
+
+    @field_validator("port")
+    @classmethod
+    def _check_port(cls, value: int) -> int:
+        if not 0 <= value <= 65535:
+            raise ValueError(f"port must be in [0, 65535] (0 = a free port); got {value}")
+        return value
+
+    @field_validator("nondeterminism")
+    @classmethod
+    def _check_nondeterminism(cls, value: float) -> float:
+        if not 0 <= value <= 1:
+            raise ValueError(f"nondeterminism must be a probability in [0, 1]; got {value}")
+        return value
+
+
+def check_loopback(host: str) -> None:
+    """Refuse any address that is not loopback.
+
+    Raises:
+        SimulatorError: ``host`` is neither ``localhost`` nor a loopback IP address.
+    """
+    if host.lower() == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SimulatorError(
+            f"quiver sim refuses to listen on {host!r}: the simulator serves loopback only "
+            "(127.0.0.0/8, ::1 or localhost)"
+        )
+
+
+# --------------------------------------------------------------------------- faults
+
+
+class _FaultStream:
+    """The per-attempt fault and latency draws, from one seeded stream under a lock."""
+
+    def __init__(self, faults: FaultConfig) -> None:
+        self._faults = faults
+        self._rng = random.Random(faults.seed)
+        self._lock = threading.Lock()
+
+    def draw(self) -> tuple[Outcome, float]:
+        """The outcome of the next attempt and its latency in seconds."""
+        with self._lock:
+            outcome = self._outcome(self._rng.random())
+            latency = 0.0 if outcome == "timeout" else self._faults.latency.draw_s(self._rng)
+        return outcome, latency
+
+    def _outcome(self, u: float) -> Outcome:
+        f = self._faults
+        threshold = 0.0
+        for outcome, rate in (
+            ("rate_limited", f.rate_429),
+            ("server_error", f.rate_500),
+            ("timeout", f.rate_timeout),
+            ("malformed", f.rate_malformed),
+        ):
+            threshold += rate
+            if u < threshold:
+                return outcome  # type: ignore[return-value]
+        return "ok"
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self._counts = dict.fromkeys(_STAT_KEYS, 0)
+        self._lock = threading.Lock()
+
+    def add(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection; keeps it alive across requests (HTTP/1.1)."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "quiver-sim"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Stay quiet: the simulator's clients report what matters."""
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # the client went away, or stop() shut the connection down
+            self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = urlsplit(self.path).path.rstrip("/")
+        if path == "/health":
+            self._send(200, {"status": "ok"})
+        elif path == "/v1/models":
+            models = [_model_body(name) for name in sim_model_names()]
+            self._send(200, {"object": "list", "data": models})
+        elif path.startswith("/v1/models/"):
+            name = unquote(path.removeprefix("/v1/models/"))
+            if name in sim_model_names():
+                self._send(200, _model_body(name))
+            else:
+                self._send_error(_unknown_model(name))
+        else:
+            self._send_error(self._unknown_url("GET"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        arrived = time.monotonic()
+        raw = self._read_body()
+        if raw is None:
+            return
+        if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(self._unknown_url("POST"))
+            return
+        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""), arrived)
+
+    def _read_body(self) -> bytes | None:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send_error(_HTTPError(
+                400, f"Content-Length must be an integer in [0, {_MAX_BODY_BYTES}]; "
+                f"got {self.headers.get('Content-Length')!r}"
+            ))
+            return None
+        return self.rfile.read(length)
+
+    def _unknown_url(self, method: str) -> _HTTPError:
+        return _HTTPError(
+            404,
+            f"Unknown request URL: {method} {self.path}. The quiver simulator serves "
+            "GET /v1/models, POST /v1/chat/completions and GET /health.",
+            code="unknown_url",
+        )
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_bytes(status, _json_bytes(body), headers)
+
+    def _send_bytes(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, err: _HTTPError, headers: dict[str, str] | None = None) -> None:
+        self._send(err.status, err.body, headers)
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that can close its open connections on stop."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, host: str, port: int, sim: Simulator) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sim = sim
+        self._lock = threading.Lock()
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        super().__init__((host.strip("[]"), port), _Handler)
+
+    def server_bind(self) -> None:
+        """Bind without the reverse DNS lookup ``HTTPServer`` does."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(request, client_address),
+            name=f"quiver-sim-{self.server_address[1]}-connection-{client_address[1]}",
+            daemon=True,
+        )
+        with self._lock:
+            self._connections[request] = thread
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._connections.pop(request, None)
+
+    def close_connections(self, timeout_s: float) -> None:
+        """Shut every open connection down and wait (bounded) for its thread."""
+        with self._lock:
+            connections = list(self._connections.items())
+        for sock, _ in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by its handler
+        deadline = time.monotonic() + timeout_s
+        for _, thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+# --------------------------------------------------------------------------- Simulator
+
+
+class Simulator:
+    """The simulator in this process, on a daemon thread.
+
+    Use as a context manager (``with Simulator(config) as sim: ...``) or call
+    :meth:`start` and :meth:`stop`. A stopped simulator cannot be started again.
+    """
+
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        self.config = config if config is not None else SimulatorConfig()
+        self._faults = _FaultStream(self.config.faults)
+        self._stats = _Stats()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Simulator:
+        """Import the configured model modules and start listening.
+
+        Raises:
+            SimulatorError: The host is not loopback, a model module cannot be imported,
+                the address cannot be bound, or the simulator was started before.
+        """
+        if self._server is not None or self._stopping.is_set():
+            raise SimulatorError("this Simulator was already started; create a new one")
+        check_loopback(self.config.host)
+        load_model_modules(self.config.models)
+        try:
+            self._server = _Server(self.config.host, self.config.port, self)
+        except OSError as exc:
+            raise SimulatorError(
+                f"quiver sim cannot listen on {self.config.host}:{self.config.port}: {exc}; "
+                "choose a free port, or port 0 to get one"
+            ) from exc
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+            name="quiver-sim", daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening, release held connections and close open ones."""
+        self._stopping.set()
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        server.close_connections(_STOP_JOIN_S)
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Simulator:
+        return self.start() if self._server is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        return int(self._bound()[1])
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, ``http://HOST:PORT/v1``."""
+        host = str(self._bound()[0])
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/v1"
+
+    def stats(self) -> dict[str, int]:
+        """Counts of chat completion attempts by outcome, and ``requests`` in all."""
+        return self._stats.snapshot()
+
+    def _bound(self) -> tuple[Any, ...]:
+        if self._server is None:
+            raise SimulatorError("the Simulator is not running; call start() first")
+        return tuple(self._server.server_address)
+
+    def _answer(self, handler: _Handler, raw: bytes, sample_key: str, arrived: float) -> None:
+        """Answer one chat completion attempt, faults included, ``latency`` after ``arrived``
+        (``time.monotonic()`` when the request came in)."""
+        self._stats.add("requests")
+        try:
+            req = _parse_request(raw, sample_key)
+        except _HTTPError as err:
+            self._stats.add("bad_request")
+            handler._send_error(err)
+            return
+        outcome, latency_s = self._faults.draw()
+        if outcome == "timeout":
+            self._stats.add("timeout")
+            self._hang(handler)
+            return
+        status, body, headers = self._respond(req, outcome)
+        if self._stopping.wait(max(0.0, arrived + latency_s - time.monotonic())):
+            handler.close_connection = True
+        else:
+            handler._send_bytes(status, body, headers)
+
+    def _hang(self, handler: _Handler) -> None:
+        handler.close_connection = True
+        self._stopping.wait(self.config.faults.timeout_hang_s)
+
+    def _respond(self, req: SimRequest, outcome: Outcome) -> tuple[int, bytes, dict[str, str] | None]:
+        """The answer to send for ``outcome``: status, body and extra headers."""
+        headers = None
+        if outcome == "rate_limited":
+            self._stats.add("rate_limited")
+            err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
+                             code="rate_limit_exceeded")
+            headers = _retry_headers(self.config.faults.retry_after_s)
+        elif outcome == "server_error":
+            self._stats.add("server_error")
+            err = _HTTPError(500, "The server had an error (simulated fault).", type="server_error")
+        else:
+            try:
+                body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
+            except SimulatorError as exc:
+                self._stats.add("server_error")
+                err = _HTTPError(500, str(exc), type="server_error")
+            else:
+                self._stats.add(outcome)
+                return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
+        return err.status, _json_bytes(err.body), headers
