@@ -1,12 +1,13 @@
 """The pipeline graph: nodes with typed output fields, edges, and the loop.
 
 A :class:`PipelineGraph` says how each node's output is compared (QUIVER.md §1-§2):
-every field has a type (categorical, bool, numeric, set, list, text, mapping, json) and
-a role (routing = weight 2, context = 1, observability = 0; no role = context). It comes
-from a YAML file (a public contract, :func:`load_graph`), from the pipeline's
-decorators (``quiver.replay.declared_graph``), or from the recorded traces
-(:func:`infer_graph`: edges from the recorded parents, types from the values). Whatever
-a YAML file leaves out is inferred from the traces and reported as inferred.
+every field has a type (categorical, bool, numeric, set, list, text, mapping, json, or
+one registered with :func:`quiver.register_kernel`) and a role (routing = weight 2,
+context = 1, observability = 0; no role = context). It comes from a YAML file (a
+public contract, :func:`load_graph`), from the pipeline's decorators
+(``quiver.replay.declared_graph``), or from the recorded traces (:func:`infer_graph`:
+edges from the recorded parents, types from the values). Whatever a YAML file leaves
+out is inferred from the traces and reported as inferred.
 
 YAML form::
 
@@ -29,14 +30,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from quiver._errors import SpecError
 from quiver._trace import Trace
-from quiver._yamlspec import load_yaml_with_lines, validate_spec
 
 __all__ = [
-    "FieldType",
     "Role",
     "ROLE_WEIGHTS",
     "FieldSpec",
@@ -49,7 +48,6 @@ __all__ = [
     "GraphInference",
 ]
 
-FieldType = Literal["categorical", "bool", "numeric", "set", "list", "text", "mapping", "json"]
 Role = Literal["routing", "context", "observability"]
 ROLE_WEIGHTS: dict[str, float] = {"routing": 2.0, "context": 1.0, "observability": 0.0}
 """Relative field weights by role (QUIVER.md §2), normalised per level."""
@@ -62,21 +60,40 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def _registered_types(schema: dict[str, Any]) -> None:
+    """JSON Schema of ``FieldSpec.type``: the types registered when the schema is made."""
+    from quiver._distance import registered_kernels  # not at the top: _distance imports this module
+
+    schema["enum"] = list(registered_kernels())
+
+
 class FieldSpec(_Model):
     """How one output field (or a whole output) is compared."""
 
-    type: FieldType
-    """categorical, bool, numeric, set, list, text, mapping or json."""
+    type: str = Field(json_schema_extra=_registered_types)
+    """categorical, bool, numeric, set, list, text, mapping, json, or a type registered
+    with ``quiver.register_kernel``."""
     role: Role = "context"
     """routing (weight 2), context (1) or observability (0)."""
     categories: list[Any] | None = None
-    """For categorical fields: the declared classes, in order."""
+    """For categorical fields (and registered types that read them): the declared classes, in order."""
     order: Literal["edit", "rank"] = "edit"
     """For lists: normalised edit distance, or a rank distance when order carries meaning."""
     weight: float | None = Field(default=None, ge=0)
     """An explicit weight instead of the role's (normalised with the others)."""
     fields: dict[str, FieldSpec] | None = None
     """For json fields: types of nested keys (the rest is inferred per value)."""
+
+    @field_validator("type")
+    @classmethod
+    def _registered_type(cls, value: str) -> str:
+        from quiver._distance import KernelError, get_kernel  # not at the top: _distance imports this module
+
+        try:
+            get_kernel(value)
+        except KernelError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @property
     def effective_weight(self) -> float:
@@ -164,6 +181,8 @@ def _unknown(where: str, name: str, known: Iterable[str]) -> str:
 
 def load_graph(path: str | Path) -> PipelineGraph:
     """Read a graph YAML file; errors name the file, the line and the field."""
+    from quiver._yamlspec import load_yaml_with_lines, validate_spec  # YAML loads with the first graph file
+
     p = Path(path)
     data, lines = load_yaml_with_lines(p)
     if not isinstance(data, dict):

@@ -1,31 +1,80 @@
 """Type-dispatched distances between node outputs (QUIVER.md §2) and the text embeddings
 they use.
 
-* ``kernels``: one kernel per field type, the per-field and per-node distances;
+* ``registry``: the field types and their kernels (:func:`register_kernel`);
+* ``kernels``: the built-in kernels, the per-field and per-node distances;
 * ``embed``: sentence embeddings, cached on disk by content hash.
+
+Every name is imported on first use (PEP 562 ``__getattr__``), as in the ``quiver``
+facade: validating a graph's field types needs the registry only, and a pipeline that
+declares its fields loads neither NumPy nor the embedding cache.
 """
 
 from __future__ import annotations
 
-from .kernels import TextDistance, FieldTypeError, value_distance, output_distance, texts_to_compare, numeric_distance, jaccard_distance, edit_distance, footrule_distance
-from .embed import Embedder, EmbeddingError, SentenceTransformerEmbedder, FunctionEmbedder, EmbeddingStore, DEFAULT_MODEL, default_cache_dir, make_embedder
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "TextDistance",
-    "FieldTypeError",
-    "value_distance",
-    "output_distance",
-    "texts_to_compare",
-    "numeric_distance",
-    "jaccard_distance",
-    "edit_distance",
-    "footrule_distance",
-    "Embedder",
-    "EmbeddingError",
-    "SentenceTransformerEmbedder",
-    "FunctionEmbedder",
-    "EmbeddingStore",
-    "DEFAULT_MODEL",
-    "default_cache_dir",
-    "make_embedder",
-]
+_MODULES: dict[str, tuple[str, ...]] = {
+    ".registry": (
+        "TextDistance", "KernelFunction", "Kernel", "KernelError", "register_kernel", "registered_kernels",
+        "get_kernel", "unregister_kernel",
+    ),
+    ".kernels": (
+        "FieldTypeError", "value_distance", "output_distance", "texts_to_compare", "numeric_distance",
+        "jaccard_distance", "edit_distance", "footrule_distance",
+    ),
+    ".embed": (
+        "Embedder", "EmbeddingError", "SentenceTransformerEmbedder", "FunctionEmbedder", "EmbeddingStore",
+        "DEFAULT_MODEL", "default_cache_dir", "make_embedder",
+    ),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+
+if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing here runs
+    from .embed import (
+        DEFAULT_MODEL as DEFAULT_MODEL,
+        Embedder as Embedder,
+        EmbeddingError as EmbeddingError,
+        EmbeddingStore as EmbeddingStore,
+        FunctionEmbedder as FunctionEmbedder,
+        SentenceTransformerEmbedder as SentenceTransformerEmbedder,
+        default_cache_dir as default_cache_dir,
+        make_embedder as make_embedder,
+    )
+    from .kernels import (
+        FieldTypeError as FieldTypeError,
+        edit_distance as edit_distance,
+        footrule_distance as footrule_distance,
+        jaccard_distance as jaccard_distance,
+        numeric_distance as numeric_distance,
+        output_distance as output_distance,
+        texts_to_compare as texts_to_compare,
+        value_distance as value_distance,
+    )
+    from .registry import (
+        Kernel as Kernel,
+        KernelError as KernelError,
+        KernelFunction as KernelFunction,
+        TextDistance as TextDistance,
+        get_kernel as get_kernel,
+        register_kernel as register_kernel,
+        registered_kernels as registered_kernels,
+        unregister_kernel as unregister_kernel,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
+
+__all__ = [name for names in _MODULES.values() for name in names]

@@ -2,7 +2,9 @@
 
 A node's output is compared field by field, each field by the kernel of its declared
 type, and the per-field distances are combined with role weights (routing 2, context 1,
-observability 0) normalised to sum 1::
+observability 0) normalised to sum 1. Each type's kernel is looked up in the registry
+of field types (:mod:`quiver._distance.registry`); this module registers the built-in
+ones below with :func:`~quiver.register_kernel`, as any other type registers::
 
     categorical, bool   1[a != b]
     numeric             |a - b| / max(|a|, |b|, 1e-9), at most 1
@@ -40,6 +42,8 @@ Choices QUIVER.md leaves open, made here **[engine]**:
 * A node whose kept fields all weigh 0 (observability only), or which has no field
   defined for the pair, has distance 0.0. A :class:`~quiver._graph.NodeSpec` with neither
   ``fields`` nor ``output`` is compared as one whole JSON output.
+* Bools are Python or NumPy bools; NumPy is not imported here (none of its bools can
+  exist before it is), so that validating a graph's types loads no numerical library.
 """
 
 from __future__ import annotations
@@ -47,14 +51,14 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
-
-import numpy as np
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from quiver._canonical import canonical_json, to_jsonable
 from quiver._errors import QuiverError
 from quiver._graph import FieldSpec, NodeSpec, infer_field
+from .registry import KernelError, TextDistance, get_kernel, register_kernel
 
 __all__ = [
     "TextDistance",
@@ -78,12 +82,6 @@ _repr.maxstring = 40
 _repr.maxother = 40
 _repr.maxlist = 4
 _repr.maxdict = 4
-
-
-class TextDistance(Protocol):
-    """A distance between two strings, in [0, 1], 0 for identical strings."""
-
-    def __call__(self, a: str, b: str, /) -> float: ...
 
 
 class FieldTypeError(QuiverError):
@@ -158,7 +156,7 @@ def output_distance(
         FieldTypeError: A field value of the wrong kind for its declared type.
     """
     if node.fields is None:
-        spec = node.output if node.output is not None else FieldSpec(type="json")
+        spec = node.output if node.output is not None else _WHOLE_JSON
         d = _value(spec, a, b, text, "output")
         return d, {"output": d}
     side_a = a if isinstance(a, Mapping) else {}
@@ -202,11 +200,43 @@ def texts_to_compare(node: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- dispatch
 
 
+class _TextRefused(Exception):
+    """The text distance handed to a kernel registered with ``uses_text=False`` was called."""
+
+
+def _refused_text(a: str, b: str) -> float:
+    raise _TextRefused
+
+
 def _value(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
+    """The kernel of ``spec.type`` on two values, ``None`` meaning "no value" (QUIVER.md §2)."""
     if a is None or b is None:
         return 0.0 if a is None and b is None else 1.0
-    kernel = _KERNELS[spec.type]
-    return kernel(spec, a, b, text, path)
+    kernel = get_kernel(spec.type)
+    if kernel.uses_text:
+        d = kernel.fn(spec, a, b, text, path)
+    else:
+        try:
+            d = kernel.fn(spec, a, b, _refused_text, path)
+        except _TextRefused:
+            raise KernelError(
+                f"{_where(path)}the kernel of field type '{spec.type}' called the text distance, but it was "
+                f"registered with uses_text=False; register it with uses_text=True"
+            ) from None
+    try:
+        in_range = 0.0 <= d <= 1.0
+    except TypeError:
+        in_range = False
+    if not in_range:
+        raise KernelError(
+            f"{_where(path)}the kernel of field type '{spec.type}' returned {d!r} for "
+            f"{_repr.repr(a)} and {_repr.repr(b)}; a distance is a number in [0, 1]"
+        )
+    return d
+
+
+def _where(path: str | None) -> str:
+    return f"field {path!r}: " if path else ""
 
 
 def _present_distance(
@@ -234,15 +264,20 @@ def _check(ok: bool, spec_type: str, value: Any, path: str | None) -> None:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)  # NumPy bools are not Real
 
 
 def _is_bool(x: Any) -> bool:
-    return isinstance(x, (bool, np.bool_))
+    return isinstance(x, bool) or _is_numpy_bool(x)
+
+
+def _is_numpy_bool(x: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.bool_)
 
 
 def _is_scalar(x: Any) -> bool:
-    return isinstance(x, (str, bool, np.bool_, numbers.Real))
+    return isinstance(x, (str, bool, numbers.Real)) or _is_numpy_bool(x)
 
 
 def _is_collection(x: Any) -> bool:
@@ -324,17 +359,21 @@ def _json_kernel(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str 
     return _json(to_jsonable(a), to_jsonable(b), spec.fields, text, path)
 
 
-_Kernel = Callable[[FieldSpec, Any, Any, TextDistance, "str | None"], float]
-_KERNELS: dict[str, _Kernel] = {
-    "categorical": _categorical,
-    "bool": _bool,
-    "numeric": _numeric_kernel,
-    "set": _set_kernel,
-    "list": _list_kernel,
-    "text": _text_kernel,
-    "mapping": _mapping_kernel,
-    "json": _json_kernel,
-}
+register_kernel("categorical", _categorical, uses_text=False, description="1[a != b]")
+register_kernel("bool", _bool, uses_text=False, description="1[a != b]")
+register_kernel("numeric", _numeric_kernel, uses_text=False,
+                description="|a - b| / max(|a|, |b|, 1e-9), at most 1")
+register_kernel("set", _set_kernel, uses_text=False, description="Jaccard distance 1 - |A & B| / |A | B|")
+register_kernel("list", _list_kernel, uses_text=False,
+                description='Levenshtein / max(len) (order="rank": normalised footrule)')
+register_kernel("text", _text_kernel, uses_text=True, description="1 - cos(phi(a), phi(b)), clipped to [0, 1]")
+register_kernel("mapping", _mapping_kernel, uses_text=True,
+                description="mean(key-set Jaccard, mean text distance over shared keys)")
+register_kernel("json", _json_kernel, uses_text=True,
+                description="recursive weighted mean, weights normalised per level")
+
+_WHOLE_JSON = FieldSpec(type="json")  # after the registrations: its type is validated against them
+"""The spec of a node that declares neither fields nor a whole output type."""
 
 
 def _scalar_equal(a: Any, b: Any) -> bool:

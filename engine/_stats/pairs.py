@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from quiver._canonical import canonical_json
-from quiver._distance import TextDistance, output_distance, texts_to_compare
+from quiver._distance import TextDistance, get_kernel, output_distance, texts_to_compare
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec, PipelineGraph
 from quiver._trace import Trace
@@ -205,26 +205,28 @@ def _texts_needed(comparisons: list[tuple[str, str, str]], graph: PipelineGraph,
     return list(texts)
 
 
-_NO_TEXT = ("categorical", "bool", "numeric", "set", "list")
+_TEXT = "text"
+"""The type whose kernel compares its two strings themselves: read off directly."""
 
 
 def texts_for(spec: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
     """The text pairs the distance of ``a`` and ``b`` needs: :func:`texts_to_compare`,
     read directly off plain text fields instead of running the distance, and run only
-    for specs with mapping or json parts."""
+    for specs with parts of another type whose kernel uses text (``Kernel.uses_text``:
+    mapping, json, registered types that say so)."""
     if spec.fields is None:
         kind = spec.output.type if spec.output is not None else "json"
-        if kind == "text":
+        if kind == _TEXT:
             return [(a, b)] if isinstance(a, str) and isinstance(b, str) and a != b else []
-        return [] if kind in _NO_TEXT else texts_to_compare(spec, a, b)
-    if any(f.type in ("mapping", "json") for f in spec.fields.values()):
+        return texts_to_compare(spec, a, b) if get_kernel(kind).uses_text else []
+    if any(f.type != _TEXT and get_kernel(f.type).uses_text for f in spec.fields.values()):
         return texts_to_compare(spec, a, b)
     if not (isinstance(a, dict) and isinstance(b, dict)):
         return []
     out = []
     for name, f in spec.fields.items():
         x, y = a.get(name), b.get(name)
-        if f.type == "text" and isinstance(x, str) and isinstance(y, str) and x != y:
+        if f.type == _TEXT and isinstance(x, str) and isinstance(y, str) and x != y:
             out.append((x, y))
     return out
 
