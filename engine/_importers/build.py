@@ -1,13 +1,13 @@
 """Building v1 traces from imported spans: ids, order, parents, groups, the summary.
 
-The rules are stated in :mod:`quiver._importers.common`; the formats are in
+The rules are stated in :mod:`quiver._importers.common`; the formats are looked up by
+name in :mod:`quiver._importers.registry` (the built-in ones are in
 :mod:`quiver._importers.openinference`, :mod:`quiver._importers.otel` and
-:mod:`quiver._importers.langfuse`.
+:mod:`quiver._importers.langfuse`).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from quiver._canonical import canonical_json, content_hash, to_jsonable
 from quiver._errors import QuiverError
 from .common import (
-    FORMATS,
     NOTHING,
     Attrs,
     ImportProblem,
@@ -32,6 +31,7 @@ from .common import (
     read_sources,
     summary_key,
 )
+from .registry import get_format
 from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, ToolStep, Trace
 from quiver._trace import write_traces
 
@@ -106,10 +106,13 @@ def import_traces(
     """Import spans written by another tool as v1 traces.
 
     Args:
-        format: ``openinference`` (Arize Phoenix and other OpenInference
+        format: A registered format (:func:`~quiver._importers.registered_formats`):
+            ``openinference`` (Arize Phoenix and other OpenInference
             instrumentations), ``otel-genai`` (OTel GenAI semantic conventions
-            ``gen_ai.*``; Vercel AI SDK ``ai.*`` spans) or ``langfuse`` (trace exports
-            ``{trace, observations[]}``).
+            ``gen_ai.*``; Vercel AI SDK ``ai.*`` spans), ``langfuse`` (trace exports
+            ``{trace, observations[]}``), or one registered with
+            :func:`~quiver._importers.import_format` or through the entry-point group
+            ``quiver.importers``.
         files_or_records: A file, a list of files (JSON, JSON Lines, ``.gz``), or
             records already parsed (span dicts, lists of them, exports).
         group_by: The same-input group key: None (the hash of the root span's input,
@@ -122,10 +125,11 @@ def import_traces(
     Returns:
         The traces, the problems (each with its location and span id) and the
         counts of :meth:`ImportResult.summary`. Files that do not exist raise
-        :class:`~quiver.QuiverError`; everything else is a problem and the import
-        goes on with what can be read.
+        :class:`~quiver.QuiverError`, an unknown format
+        :class:`~quiver._importers.ImportFormatError` (listing the registered ones);
+        everything else is a problem and the import goes on with what can be read.
     """
-    fmt = _format(format)
+    fmt = get_format(format)
     _check_group_by(group_by)
     namer = _namer(node_name, fmt)
     sources = [files_or_records] if isinstance(files_or_records, (str, os.PathLike, Mapping)) else list(files_or_records)
@@ -140,12 +144,6 @@ def import_traces(
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
     result.traces = _finish(drafts, group_by, fmt, result.problems)
     return result
-
-
-def _format(name: str) -> SpanFormat:
-    if name not in FORMATS:
-        raise QuiverError(f"unknown import format {name!r}; the formats are {', '.join(FORMATS)}")
-    return importlib.import_module(FORMATS[name]).FORMAT  # type: ignore[no-any-return]
 
 
 def _check_group_by(group_by: str | None) -> None:

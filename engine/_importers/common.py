@@ -1,9 +1,11 @@
 """Importing traces written by other tools: spans to v1 traces (``quiver.import_traces``).
 
-The format modules (:mod:`quiver._importers.openinference`, :mod:`quiver._importers.otel`,
-:mod:`quiver._importers.langfuse`) turn each span or observation into a
-:class:`SourceSpan` and map its attributes onto a :class:`MappedCall`; this module
-reads the files and builds the traces. The mapping, for every format:
+The formats (:class:`SpanFormat` subclasses registered by name with
+:func:`~quiver._importers.import_format`: the built-in :mod:`quiver._importers.openinference`,
+:mod:`quiver._importers.otel`, :mod:`quiver._importers.langfuse`, and any other) turn
+each span or observation into a :class:`SourceSpan` and map its attributes onto a
+:class:`MappedCall`; this module reads the files, :mod:`quiver._importers.build` builds
+the traces. The mapping, for every format:
 
 * **One span, one node call.** The spans of one trace id form one trace. A span
   without a trace id belongs to the trace of its root; a span with no ids at all is a
@@ -58,16 +60,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from quiver._canonical import to_jsonable
 from quiver._errors import QuiverError
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, RetrievalDoc, ToolStep
 
 __all__ = [
-    "FORMATS",
     "NOTHING",
-    "ImportFormat",
     "ImportProblem",
     "SourceSpan",
     "MappedCall",
@@ -80,12 +80,6 @@ __all__ = [
     "input_mapping",
 ]
 
-ImportFormat = Literal["openinference", "otel-genai", "langfuse"]
-FORMATS: dict[str, str] = {
-    "openinference": "quiver._importers.openinference",
-    "otel-genai": "quiver._importers.otel",
-    "langfuse": "quiver._importers.langfuse",
-}
 NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING"})()
 """Marks a span that has no input at all (as opposed to a null input)."""
 
@@ -243,12 +237,72 @@ Note = Callable[[str], None]
 
 
 class SpanFormat:
-    """A source format: reads records into spans and maps one span onto a call."""
+    """An import format: reads records into spans and maps one span onto a node call.
+
+    The base of every format, built in or not. Subclass it, implement :meth:`record`
+    and :meth:`map_call`, and register the class with
+    :func:`~quiver._importers.import_format`, which sets :attr:`name` and builds the one
+    instance :func:`~quiver.import_traces` uses (so ``__init__`` takes no argument)::
+
+        @import_format("toy-jsonl")
+        class ToyFormat(SpanFormat):
+            tag_key = "toy"
+            unit = "a toy record"
+
+            def record(self, value, where, problems):
+                return [SourceSpan(
+                    span_id=value.get("span"), trace_id=value.get("trace"), parent_id=value.get("parent"),
+                    name=str(value.get("name", "")), kind_label=str(value.get("kind", "")),
+                    start_ns=None, end_ns=None, where=where,
+                    attributes={k: v for k, v in value.items() if k in ("kind", "input", "output")},
+                )]
+
+            def map_call(self, span, attrs, note):
+                kind = attrs.get("kind")
+                return MappedCall(kind=kind if kind in ("llm", "tool") else "transform",
+                                  input=attrs.get("input", NOTHING), output=attrs.get("output"))
+
+    What the engine does with the spans (trace ids, parents, order, occurrences, call
+    paths, groups, the summary, problems) is the same for every format; see this
+    module's docstring.
+
+    To implement:
+
+    * :meth:`record` ``(value, where, problems) -> list[SourceSpan]``: the spans of one
+      JSON object read from a file (a document, an element of a JSON array, a line of
+      JSON Lines) or passed in. One record may hold many spans (an export envelope) or
+      none. Put the span's content in :attr:`SourceSpan.attributes`; append an
+      :class:`ImportProblem` for what cannot be read, and go on.
+    * :meth:`map_call` ``(span, attrs, note) -> MappedCall``: the node call's content:
+      its kind, input (:data:`NOTHING` when the span has none), output, and when known
+      its model, prompt, response, retrieval set, tool step and error. Read the
+      attributes through ``attrs`` (:meth:`Attrs.get`, :meth:`Attrs.first`,
+      :meth:`Attrs.prefix`): the keys read count as mapped, every other non-empty key
+      is kept in the call's tags under :attr:`tag_key`. ``note(what)`` reports a
+      problem with the span.
+
+    Optional hooks (the defaults read the span's attributes):
+
+    * :meth:`spans`: records that are not JSON objects (by default a list is read item
+      by item, anything else is reported and skipped);
+    * :meth:`attribute`: an attribute for ``group_by="attribute.NAME"`` and
+      ``node_name="attribute.KEY"``;
+    * :meth:`session`, :meth:`metadata`: the trace's session and metadata, for
+      ``group_by="session"`` and ``"metadata.KEY"``;
+    * :meth:`trace_fields`: fields from the format's own trace record, for formats
+      that have one (Langfuse).
+
+    Attributes:
+        name: The registered name (set by :func:`~quiver._importers.import_format`).
+        tag_key: The call tag that keeps the attributes the mapping did not use
+            (``otel``, ``langfuse``); span envelope fields go under ``TAG_KEY.span``.
+        unit: What one record is (``a span``), for the message about a record that is
+            not a JSON object.
+    """
 
     name: str = ""
     tag_key: str = "otel"
     unit: str = "a span"
-    """What one record is, for the message about a record that is not a JSON object."""
 
     def spans(self, value: Any, where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
         """The spans of one value read from a file (or passed in): a list is read item by
@@ -281,7 +335,11 @@ class SpanFormat:
         return span.attributes.get(f"metadata.{key}")
 
     def trace_fields(self, root: SourceSpan) -> tuple[dict[str, Any], Counter[str], Counter[str]]:
-        """Trace-level fields from the format's own trace record, with the keys mapped and kept."""
+        """Trace-level fields from the format's own trace record, with the keys mapped and kept.
+
+        The fields a format may give: ``trace_id``, ``pipeline``, ``inputs``, ``output``
+        and ``tags``; those it leaves out are derived from the spans. None by default.
+        """
         return {}, Counter(), Counter()
 
 

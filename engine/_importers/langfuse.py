@@ -50,10 +50,11 @@ from typing import Any
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
+from .registry import import_format
 from .values import documents, messages_text, normalise_messages, parse_json, render_messages, to_ns
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
-__all__ = ["LangfuseFormat", "FORMAT"]
+__all__ = ["LangfuseFormat"]
 
 _TYPES: dict[str, CallKind] = {"GENERATION": "llm", "TOOL": "tool", "RETRIEVER": "retrieval"}
 _OI_KINDS: dict[str, CallKind] = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "retrieval"}
@@ -82,10 +83,10 @@ def _refined_kind(kind: CallKind, type_: Any, attributes: Mapping[str, Any]) -> 
     return kind
 
 
+@import_format("langfuse")
 class LangfuseFormat(SpanFormat):
     """Langfuse trace exports."""
 
-    name = "langfuse"
     tag_key = "langfuse"
     unit = "a Langfuse record"
 
@@ -231,4 +232,3 @@ def _str(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-FORMAT = LangfuseFormat()

@@ -61,20 +61,20 @@ from typing import Any
 from quiver._canonical import content_hash, to_jsonable
 from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
 from .otel import OtelFormat, response_usage
+from .registry import import_format
 from .values import documents, iso_from_ns, messages_text, normalise_messages, parse_json, render_messages, to_ns
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall, PromptInfo, ToolStep, Trace
 
-__all__ = ["OpenInferenceFormat", "FORMAT", "export_openinference", "write_openinference", "to_otlp"]
+__all__ = ["OpenInferenceFormat", "export_openinference", "write_openinference", "to_otlp"]
 
 _IMPORT_KINDS: dict[str, CallKind] = {"LLM": "llm", "RETRIEVER": "retrieval", "RERANKER": "retrieval", "TOOL": "tool"}
 _EXPORT_KINDS = {"llm": "LLM", "retrieval": "RETRIEVER", "tool": "TOOL"}
 _DEFAULT_EPOCH_NS = 1_704_067_200 * 1_000_000_000  # 2024-01-01T00:00:00Z
 
 
+@import_format("openinference")
 class OpenInferenceFormat(OtelFormat):
     """OpenInference attributes on OTel span envelopes."""
-
-    name = "openinference"
 
     def default_name(self, attributes: Mapping[str, Any]) -> str:
         kind = self.kind_of(attributes)
@@ -190,7 +190,6 @@ def _tool(span: SourceSpan, attrs: Attrs, given: Any, output: Any) -> ToolStep:
     return ToolStep(name=str(name), args=to_jsonable(args), response=response, response_hash=content_hash(response))
 
 
-FORMAT = OpenInferenceFormat()
 
 
 # --------------------------------------------------------------------------- export

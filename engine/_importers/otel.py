@@ -54,10 +54,11 @@ from typing import Any
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat, unflatten
+from .registry import import_format
 from .values import messages_text, normalise_messages, parse_json, render_messages, to_ns
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
-__all__ = ["OtelFormat", "FORMAT", "flatten", "response_usage"]
+__all__ = ["OtelFormat", "flatten", "response_usage"]
 
 _OTLP_KINDS = {2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 _JS_KINDS = {1: "SERVER", 2: "CLIENT", 3: "PRODUCER", 4: "CONSUMER"}
@@ -118,10 +119,10 @@ def _is_envelope(rec: Mapping[str, Any]) -> bool:
     return any(k in rec for k in keys) or ("name" in rec and "attributes" in rec)
 
 
+@import_format("otel-genai")
 class OtelFormat(SpanFormat):
     """OTel span envelopes, with the GenAI mapping (``otel-genai``)."""
 
-    name = "otel-genai"
     tag_key = "otel"
 
     def record(self, value: Mapping[str, Any], where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
@@ -393,4 +394,3 @@ def _error(events: list[Mapping[str, Any]], message: Any) -> tuple[CallError, li
     return CallError(type="Error", message=str(message or "")), events
 
 
-FORMAT = OtelFormat()
