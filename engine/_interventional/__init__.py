@@ -1,25 +1,61 @@
 """What a perturbation campaign measures (QUIVER.md §6-§7, §11-§13).
 
 * ``pairing``: a recorded baseline next to its perturbed replay, as a pair result;
+* ``rows``: a pair row of ``pairs.jsonl`` as a typed object;
 * ``columns``: pair rows as arrays;
 * ``betas``: interventional bifurcation thresholds;
-* ``estimates``: strata, rates, negative controls and validation: ``campaign.json``.
+* ``estimates``: strata, rates, negative controls and validation: ``campaign.json``;
+* ``results``: those estimates as typed objects, to and from JSON;
+* ``reader``: reading them back from JSON, with the place of any problem;
+* ``gate``: the statistics and the verdict of ``quiver gate``.
 """
 
 from __future__ import annotations
 
-from .columns import Event, TIE, Columns, mask, renamed, difference
-from .betas import beta, MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, MATCHED, MATCHED_CONTROLS, MATCHED_MIXED
+from .reader import CampaignFormatError
+from .rows import PairRow, PairStatus
+from .columns import Event, TIE, Columns, mask, difference
+from .betas import (
+    Threshold,
+    ThresholdBin,
+    beta,
+    MIN_BIN_PAIRS,
+    QUANTILE_BINS,
+    UPPER_BOUND_PAIRS,
+    MATCHED,
+    MATCHED_CONTROLS,
+    MATCHED_MIXED,
+)
+from .results import (
+    CampaignEstimates,
+    PerturbationEstimates,
+    RowCounts,
+    Rates,
+    StratumEstimates,
+    ObservationalEstimates,
+    ControlReplays,
+    NegativeControl,
+    NodeTest,
+    ValidationRow,
+    SkippedValidationRow,
+    UnknownPerturbationError,
+)
 from .estimates import campaign_estimates, downstream_nodes, holm, permutation_test, STATUSES, STRATA, RATES
-from .pairing import PairResult, pair_results, first_divergent_call, seen_part
+from .pairing import PairResult, Replayed, pair_results, first_divergent_call, seen_part
+
+from .gate import GateCandidate, GateProfile, judge_candidate
 
 __all__ = [
+    "CampaignFormatError",
+    "PairRow",
+    "PairStatus",
     "Event",
     "TIE",
     "Columns",
     "mask",
-    "renamed",
     "difference",
+    "Threshold",
+    "ThresholdBin",
     "beta",
     "MIN_BIN_PAIRS",
     "QUANTILE_BINS",
@@ -27,6 +63,18 @@ __all__ = [
     "MATCHED",
     "MATCHED_CONTROLS",
     "MATCHED_MIXED",
+    "CampaignEstimates",
+    "PerturbationEstimates",
+    "RowCounts",
+    "Rates",
+    "StratumEstimates",
+    "ObservationalEstimates",
+    "ControlReplays",
+    "NegativeControl",
+    "NodeTest",
+    "ValidationRow",
+    "SkippedValidationRow",
+    "UnknownPerturbationError",
     "campaign_estimates",
     "downstream_nodes",
     "holm",
@@ -35,7 +83,11 @@ __all__ = [
     "STRATA",
     "RATES",
     "PairResult",
+    "Replayed",
     "pair_results",
     "first_divergent_call",
     "seen_part",
+    "GateProfile",
+    "GateCandidate",
+    "judge_candidate",
 ]

@@ -56,6 +56,7 @@ made here:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -63,11 +64,12 @@ import numpy as np
 
 from quiver._observational import group_minimum
 from quiver._stats import Estimate, GroupBootstrap, rounded
-from .columns import TIE, Columns, Event, difference, mask, renamed
 from quiver._stats import PairTable
+from .columns import TIE, Columns, Event, difference, mask
+from .reader import Reader, estimate_json
 
-__all__ = ["beta", "MIN_BIN_PAIRS", "QUANTILE_BINS", "UPPER_BOUND_PAIRS", "MATCHED", "MATCHED_CONTROLS",
-           "MATCHED_MIXED"]
+__all__ = ["Threshold", "ThresholdBin", "beta", "MIN_BIN_PAIRS", "QUANTILE_BINS", "UPPER_BOUND_PAIRS", "MATCHED",
+           "MATCHED_CONTROLS", "MATCHED_MIXED"]
 
 MIN_BIN_PAIRS = 5
 """The fewest pairs of a quantile bin of magnitudes."""
@@ -172,60 +174,195 @@ def _ladder_bins(step: np.ndarray, magnitude: np.ndarray) -> list[tuple[int, np.
     return sorted(bins, key=lambda b: (float(np.median(magnitude[b[1]])), b[0]))
 
 
+@dataclass(frozen=True)
+class ThresholdBin:
+    """One magnitude bin of a threshold's step-down search (module docstring).
+
+    Attributes:
+        bin: Its index, in increasing magnitude.
+        step: The ladder step (None for a quantile bin).
+        lo: The smallest magnitude in it.
+        hi: The largest magnitude in it.
+        n: Its effective pairs.
+        n_events: Those with the threshold's event.
+        inputs: Its input groups (the unit its intervals resample).
+        inputs_above_control: Input groups whose mean paired excess is above 0 (None:
+            no pair has a matched reference).
+        rate: The event rate.
+        control: Which references the control rate used (``MATCHED``, ``MATCHED_CONTROLS``,
+            ``MATCHED_MIXED``, ``noop``, ``observational``, or None: none).
+        control_rate: The control rate (written with its n as ``control_n``).
+        excess: The rate minus the control, paired where the pairs have a reference.
+        qualifies: Whether the lower end of the excess's interval is above 0.
+    """
+
+    bin: int
+    step: int | None
+    lo: float
+    hi: float
+    n: int
+    n_events: int
+    inputs: int
+    inputs_above_control: int | None
+    rate: Estimate
+    control: str | None
+    control_rate: Estimate
+    excess: Estimate
+    qualifies: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """Flat JSON: the estimates as ``name``, ``name_ci``, ``name_n`` (``control_n``)."""
+        return {
+            "bin": self.bin, "step": self.step, "lo": self.lo, "hi": self.hi, "n": self.n, "n_events": self.n_events,
+            "inputs": self.inputs, "inputs_above_control": self.inputs_above_control, **self.rate.as_dict("rate"),
+            "control": self.control, **estimate_json(self.control_rate, "control_rate", "control_n"),
+            **self.excess.as_dict("excess"), "qualifies": self.qualifies,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, where: str = "bin") -> ThresholdBin:
+        """The bin as :meth:`to_json` writes it (its estimates without draws)."""
+        r = Reader(data, where)
+        return cls(
+            bin=r.integer("bin"), step=r.opt_integer("step"), lo=r.number("lo"), hi=r.number("hi"), n=r.integer("n"),
+            n_events=r.integer("n_events"), inputs=r.integer("inputs"),
+            inputs_above_control=r.opt_integer("inputs_above_control"), rate=r.estimate("rate"),
+            control=r.opt_string("control"), control_rate=r.estimate("control_rate", "control_n"),
+            excess=r.estimate("excess"), qualifies=r.boolean("qualifies"),
+        )
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """An interventional bifurcation threshold, beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3).
+
+    Attributes:
+        value: The smallest magnitude that bifurcated in the last bin the step-down
+            test reached (None: no threshold, see ``reason``).
+        reason: Why there is no value (None when there is one).
+        raw_min: The paper's estimator: the smallest magnitude among effective pairs
+            with the event, with the group-bootstrap interval of a minimum.
+        n: Effective pairs with a magnitude.
+        n_events: Those with the event.
+        iqr: The interquartile range of the magnitudes with the event.
+        max_non_bifurcating: The largest magnitude without the event.
+        upper_bound: Fewer than ``UPPER_BOUND_PAIRS`` effective pairs below ``value``
+            (None without a value).
+        n_below: Effective pairs strictly below ``value`` (None without a value).
+        bin_rule: ``ladder`` or ``quantile``.
+        control: Which references the overall control rate used (as a bin's).
+        control_rate: The overall control rate (written with its n as ``control_n``).
+        bins: The bins, in increasing magnitude.
+    """
+
+    value: float | None
+    reason: str | None
+    raw_min: Estimate
+    n: int
+    n_events: int
+    iqr: tuple[float, float] | None
+    max_non_bifurcating: float | None
+    upper_bound: bool | None
+    n_below: int | None
+    bin_rule: Literal["ladder", "quantile"]
+    control: str | None
+    control_rate: Estimate
+    bins: tuple[ThresholdBin, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Flat JSON: the estimates as ``name``, ``name_ci``, ``name_n`` (``control_n``)."""
+        return {
+            "value": self.value, "reason": self.reason, **self.raw_min.as_dict("raw_min"), "n": self.n,
+            "n_events": self.n_events, "iqr": None if self.iqr is None else list(self.iqr),
+            "max_non_bifurcating": self.max_non_bifurcating, "upper_bound": self.upper_bound, "n_below": self.n_below,
+            "bin_rule": self.bin_rule, "control": self.control,
+            **estimate_json(self.control_rate, "control_rate", "control_n"), "bins": [b.to_json() for b in self.bins],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, where: str = "threshold") -> Threshold:
+        """The threshold as :meth:`to_json` writes it (its estimates without draws)."""
+        r = Reader(data, where)
+        rule = r.string("bin_rule")
+        if rule not in ("ladder", "quantile"):
+            raise r.wrong("bin_rule", "'ladder' or 'quantile'")
+        return cls(
+            value=r.opt_number("value"), reason=r.opt_string("reason"), raw_min=r.estimate("raw_min"),
+            n=r.integer("n"), n_events=r.integer("n_events"), iqr=r.pair("iqr"),
+            max_non_bifurcating=r.opt_number("max_non_bifurcating"), upper_bound=r.opt_boolean("upper_bound"),
+            n_below=r.opt_integer("n_below"), bin_rule="ladder" if rule == "ladder" else "quantile",
+            control=r.opt_string("control"), control_rate=r.estimate("control_rate", "control_n"),
+            bins=r.read_all("bins", ThresholdBin.from_json),
+        )
+
+
 def beta(cols: Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_rate: Estimate,
-          table: PairTable, control: Columns | None) -> dict[str, Any]:
+         table: PairTable, control: Columns | None) -> Threshold:
     """Interventional beta_shape or beta_iter (QUIVER.md §7; Def. 10, B.3)."""
     eff = np.flatnonzero((cols.stratum == "effective") & np.isfinite(cols.magnitude))
     mag, fired = cols.magnitude[eff], cols.event(event)[eff]
     ref = _references(cols, table, event, control)
-    noise = ref.rate
     fallback = _control(cols, boot, event, obs_rate)
-    matched = eff[np.isfinite(noise[eff])]
-    size = len(cols.group)
+    matched = eff[np.isfinite(ref.rate[eff])]
     if matched.size:
         source: str | None = _matched_source(ref.from_controls[matched])
-        overall = boot.mean(noise, mask(size, matched))
+        overall = boot.mean(ref.rate, mask(len(cols.group), matched))
     else:
         source, overall = fallback.source, fallback.rate
-    raw_min = group_minimum(cols.magnitude, mask(size, eff[fired]), boot)
-    out: dict[str, Any] = {
-        "value": None, "reason": None, **raw_min.as_dict("raw_min"), "n": int(eff.size), "n_events": int(fired.sum()),
-        "iqr": [rounded(float(q)) for q in np.percentile(mag[fired], [25, 75])] if fired.any() else None,
-        "max_non_bifurcating": rounded(float(mag[~fired].max())) if (~fired).any() else None,
-        "upper_bound": None, "n_below": None, "bin_rule": "ladder" if ladder else "quantile",
-        "control": source, **renamed(overall.as_dict("control_rate")),
-    }
     binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
-    out["bins"] = [_bin(i, step, eff[idx], cols, boot, event, ref, fallback)
-                   for i, (step, idx) in enumerate(binned)]
-    first = None  # step-down: from the largest magnitude while the bins qualify
-    for i in range(len(out["bins"]) - 1, -1, -1):
-        if not out["bins"][i]["qualifies"]:
-            break
-        first = i
-    if eff.size == 0:
-        out["reason"] = "no effective pair with a magnitude"
-    elif not fired.any():
-        out["reason"] = f"no effective pair had {event} > 0"
-    elif source is None:
-        out["reason"] = ("no control rate: no effective pair's trace has control replays or its input "
-                         "observational pairs, the no-op stratum is empty and the observational table has no pair")
-    elif first is None:
-        out["reason"] = _no_bin_reason(out["bins"])
-    else:
+    bins = tuple(_bin(i, step, eff[idx], cols, boot, event, ref, fallback) for i, (step, idx) in enumerate(binned))
+    first = _step_down(bins)
+    reason = _reason(eff, fired, event, source, first, bins)
+    value = None
+    if reason is None and first is not None:
         idx = eff[binned[first][1]]
         value = float(cols.magnitude[idx[cols.event(event)[idx]]].min())
-        below = int((mag < value).sum())
-        out.update(value=rounded(value), upper_bound=below < UPPER_BOUND_PAIRS, n_below=below)
-    return out
+    below = None if value is None else int((mag < value).sum())
+    return Threshold(
+        value=rounded(value), reason=reason,
+        raw_min=group_minimum(cols.magnitude, mask(len(cols.group), eff[fired]), boot),
+        n=int(eff.size), n_events=int(fired.sum()), iqr=_iqr(mag[fired]),
+        max_non_bifurcating=rounded(float(mag[~fired].max())) if (~fired).any() else None,
+        upper_bound=None if below is None else below < UPPER_BOUND_PAIRS, n_below=below,
+        bin_rule="ladder" if ladder else "quantile", control=source, control_rate=overall, bins=bins,
+    )
 
 
+def _step_down(bins: Sequence[ThresholdBin]) -> int | None:
+    """The last bin the step-down test reaches: from the largest magnitude while the bins qualify."""
+    first = None
+    for i in range(len(bins) - 1, -1, -1):
+        if not bins[i].qualifies:
+            break
+        first = i
+    return first
 
 
+def _iqr(magnitudes: np.ndarray) -> tuple[float, float] | None:
+    """The interquartile range of the bifurcating magnitudes (None: there are none)."""
+    if not magnitudes.size:
+        return None
+    lo, hi = np.percentile(magnitudes, [25, 75])
+    return round(float(lo), 6), round(float(hi), 6)
+
+
+def _reason(eff: np.ndarray, fired: np.ndarray, event: Event, source: str | None, first: int | None,
+            bins: Sequence[ThresholdBin]) -> str | None:
+    """Why a threshold has no value (None when it has one)."""
+    if eff.size == 0:
+        return "no effective pair with a magnitude"
+    if not fired.any():
+        return f"no effective pair had {event} > 0"
+    if source is None:
+        return ("no control rate: no effective pair's trace has control replays or its input "
+                "observational pairs, the no-op stratum is empty and the observational table has no pair")
+    if first is None:
+        return _no_bin_reason(bins)
+    return None
 
 
 def _bin(i: int, step: int | None, idx: np.ndarray, cols: Columns, boot: GroupBootstrap, event: Event,
-         ref: _Reference, fallback: _Control) -> dict[str, Any]:
+         ref: _Reference, fallback: _Control) -> ThresholdBin:
     """One magnitude bin: its event rate and its excess over the control (module docstring)."""
     fired = cols.event(event)
     size = len(cols.group)
@@ -242,14 +379,13 @@ def _bin(i: int, step: int | None, idx: np.ndarray, cols: Columns, boot: GroupBo
     # above 0 beyond round-off: an excess of exactly 0 can come out as 1e-17
     qualifies = (excess.value is not None and excess.value > TIE and excess.ci is not None and excess.ci[0] > TIE)
     mags = cols.magnitude[idx]
-    return {
-        "bin": i, "step": step, "lo": rounded(float(mags.min())), "hi": rounded(float(mags.max())),
-        "n": int(idx.size), "n_events": int(fired[idx].sum()), "inputs": int(np.unique(cols.group[idx]).size),
-        "inputs_above_control": _inputs_above(cols.group[matched], fired[matched].astype(np.float64) - noise[matched])
+    return ThresholdBin(
+        bin=i, step=step, lo=round(float(mags.min()), 6), hi=round(float(mags.max()), 6), n=int(idx.size),
+        n_events=int(fired[idx].sum()), inputs=int(np.unique(cols.group[idx]).size),
+        inputs_above_control=_inputs_above(cols.group[matched], fired[matched].astype(np.float64) - noise[matched])
         if matched.size else None,
-        **rate.as_dict("rate"), "control": source, **renamed(control.as_dict("control_rate")),
-        **excess.as_dict("excess"), "qualifies": bool(qualifies),
-    }
+        rate=rate, control=source, control_rate=control, excess=excess, qualifies=bool(qualifies),
+    )
 
 
 def _inputs_above(group: np.ndarray, diff: np.ndarray) -> int:
@@ -261,16 +397,17 @@ def _inputs_above(group: np.ndarray, diff: np.ndarray) -> int:
     return int((total[seen] / count[seen] > TIE).sum())
 
 
-def _no_bin_reason(bins: list[dict[str, Any]]) -> str:
+def _no_bin_reason(bins: Sequence[ThresholdBin]) -> str:
     top = bins[-1]
-    ci = top["excess_ci"] or [None, None]
-    lower = [b for b in bins[:-1] if b["qualifies"]]
+    excess = top.excess.as_dict("excess")
+    ci = excess["excess_ci"] or [None, None]
+    lower = [b for b in bins[:-1] if b.qualifies]
     return (
-        f"the step-down test stops at the largest-magnitude bin (bin {top['bin']}, magnitudes {top['lo']}-"
-        f"{top['hi']}, n = {top['n']}): its excess over the control rate {top['control_rate']} is "
-        f"{top['excess']} [{ci[0]}, {ci[1]}], not above 0"
-        + (f" ({top['inputs_above_control']} of its {top['inputs']} inputs bifurcated more often than their "
-           "controls; the interval resamples inputs)" if top.get("inputs_above_control") is not None else "")
-        + (f"; smaller bins that qualified on their own ({', '.join(str(b['bin']) for b in lower)}) are not "
+        f"the step-down test stops at the largest-magnitude bin (bin {top.bin}, magnitudes {top.lo}-"
+        f"{top.hi}, n = {top.n}): its excess over the control rate {rounded(top.control_rate.value)} is "
+        f"{excess['excess']} [{ci[0]}, {ci[1]}], not above 0"
+        + (f" ({top.inputs_above_control} of its {top.inputs} inputs bifurcated more often than their "
+           "controls; the interval resamples inputs)" if top.inputs_above_control is not None else "")
+        + (f"; smaller bins that qualified on their own ({', '.join(str(b.bin) for b in lower)}) are not "
            "taken for a threshold below a larger magnitude that is not one" if lower else "")
     )

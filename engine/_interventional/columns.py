@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from quiver._stats import Estimate, GroupBootstrap, percentile_interval
+from .rows import PairRow
 
-__all__ = ["Event", "TIE", "Columns", "mask", "renamed", "difference"]
+__all__ = ["Event", "TIE", "Columns", "mask", "difference"]
 
 Event = Literal["D_shape", "D_iter"]
 
@@ -40,21 +41,22 @@ class Columns:
     d: dict[str, np.ndarray]
 
     @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str]) -> Columns:
-        groups = sorted({str(r["input_id"]) for r in rows})
+    def of(cls, rows: Sequence[PairRow], nodes: Sequence[str]) -> Columns:
+        """The rows as arrays; ``d`` holds the distances of ``nodes`` (NaN: None or absent)."""
+        groups = sorted({str(r.input_id) for r in rows})
         index = {g: i for i, g in enumerate(groups)}
         return cls(
             groups=groups,
-            group=np.array([index[str(r["input_id"])] for r in rows], dtype=np.int64),
-            trace=[str(r.get("trace_id")) for r in rows],
-            step=np.array([int(r.get("step") or 0) for r in rows], dtype=np.int64),
-            stratum=np.array([r.get("stratum") or "" for r in rows], dtype=object),
-            magnitude=np.array([_float(r.get("magnitude")) for r in rows], dtype=np.float64),
-            d_iter=np.array([int(r.get("D_iter") or 0) > 0 for r in rows], dtype=bool),
-            d_shape=np.array([bool(r.get("D_shape")) for r in rows], dtype=bool),
-            d_output=np.array([bool(r.get("D_output")) for r in rows], dtype=bool),
-            d_struct=np.array([bool(r.get("D_struct")) for r in rows], dtype=bool),
-            d={n: np.array([_float((r.get("d") or {}).get(n)) for r in rows], dtype=np.float64) for n in nodes},
+            group=np.array([index[str(r.input_id)] for r in rows], dtype=np.int64),
+            trace=[str(r.trace_id) for r in rows],
+            step=np.array([r.step or 0 for r in rows], dtype=np.int64),
+            stratum=np.array([r.stratum or "" for r in rows], dtype=object),
+            magnitude=np.array([_float(r.magnitude) for r in rows], dtype=np.float64),
+            d_iter=np.array([r.d_iter > 0 for r in rows], dtype=bool),
+            d_shape=np.array([r.d_shape for r in rows], dtype=bool),
+            d_output=np.array([r.d_output for r in rows], dtype=bool),
+            d_struct=np.array([r.d_struct for r in rows], dtype=bool),
+            d={n: np.array([_float(r.d.get(n)) for r in rows], dtype=np.float64) for n in nodes},
         )
 
     def bootstrap(self, resamples: int, seed: int) -> GroupBootstrap:
@@ -64,17 +66,11 @@ class Columns:
         return self.d_shape if name == "D_shape" else self.d_iter
 
 
-
 def mask(size: int, idx: np.ndarray) -> np.ndarray:
     """A boolean mask of ``size`` with ``idx`` set."""
     out = np.zeros(size, dtype=bool)
     out[idx] = True
     return out
-
-
-def renamed(d: dict[str, Any]) -> dict[str, Any]:
-    """``control_rate_n`` -> ``control_n``."""
-    return {("control_n" if k == "control_rate_n" else k): v for k, v in d.items()}
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:

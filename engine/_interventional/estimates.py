@@ -1,10 +1,12 @@
 """Interventional estimates of a perturbation campaign: ``campaign.json``.
 
 A campaign replays recorded traces with one node perturbed and gives one pair row per
-replay (``PairResult.to_json(traces=False)`` plus ``input_id`` and ``step``). From
-those rows and the observational same-input pairs of the baseline corpus this module
-computes, per perturbation (QUIVER.md §6, §7, §11, §13; the paper's Def. 7-10, §5.3-5.4,
-B.3, Tables 3 and 4):
+replay (``PairResult.to_json(traces=False)`` plus ``input_id`` and ``step``, read as a
+:class:`~quiver._interventional.PairRow`). From those rows and the observational
+same-input pairs of the baseline corpus this module computes a
+:class:`~quiver._interventional.CampaignEstimates` (the typed objects of ``results``):
+per perturbation (QUIVER.md §6, §7, §11, §13; the paper's Def. 7-10, §5.3-5.4, B.3,
+Tables 3 and 4):
 
 * counts of rows by status and stratum;
 * per stratum (effective, no-op) the divergence rates D_iter > 0, D_shape > 0,
@@ -54,26 +56,43 @@ Choices QUIVER.md leaves open, made here:
 * **Validation.** Edges are ``graph.edges`` without self-loops (the edges the profile
   estimates sigma on) whose source is some perturbation's target. sigma_int pools the
   effective ok rows of every perturbation at that source; its bootstrap is over their
-  input ids. ``agree`` is None when either interval is missing.
+  input ids. sigma_obs is the profile's ``sigma`` with its ``sigma_ci`` and
+  ``sigma_n`` (else ``n``); a profile edge with a sigma but no integer n is refused (an
+  estimate is not reported without its n). ``agree`` compares the two intervals as
+  ``campaign.json`` writes them and is None when either is missing.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from quiver._observational import Profile
-from quiver._observational import DivergenceRates, divergence_rates
 from quiver._errors import QuiverError
-from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, rounded
 from quiver._graph import PipelineGraph
-from quiver._stats import PairTable
-from quiver._observational import DEFAULT_EPSILON
+from quiver._observational import DEFAULT_EPSILON, DivergenceRates, Profile, divergence_rates
+from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, PairTable, rounded
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
+from .results import (
+    RATES,
+    STRATA,
+    CampaignEstimates,
+    ControlReplays,
+    NegativeControl,
+    NodeTest,
+    ObservationalEstimates,
+    PerturbationEstimates,
+    Rates,
+    RowCounts,
+    SkippedValidationRow,
+    StratumEstimates,
+    ValidationRow,
+)
+from .rows import STATUSES, PairRow
 
 __all__ = [
     "campaign_estimates",
@@ -88,28 +107,25 @@ __all__ = [
     "UPPER_BOUND_PAIRS",
 ]
 
-STATUSES = ("ok", "diverged", "failed")
-"""Pair row statuses; only ``ok`` rows enter estimates."""
-STRATA = ("effective", "noop")
-"""The strata of §11/§13."""
-RATES = ("D_iter", "D_shape", "D_output", "D_output_only", "D_struct")
-"""The divergence rates reported per stratum (QUIVER.md §6)."""
+
+def _as_rows(pairs: Sequence[PairRow | Mapping[str, Any]]) -> list[PairRow]:
+    """The pair rows as :class:`PairRow` (mappings read with ``PairRow.from_json``)."""
+    return [
+        r if isinstance(r, PairRow) else PairRow.from_json(
+            r, where=f"pairs[{i}] (perturbation {r.get('perturbation_id')!r}, trace {r.get('trace_id')!r})")
+        for i, r in enumerate(pairs)
+    ]
 
 
-def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
-                graph: PipelineGraph, controls: Sequence[Mapping[str, Any]] = ()) -> dict[str, list[Mapping[str, Any]]]:
-    """Rows by perturbation (or control) id, after checking what the estimates rely on."""
-    by_id: dict[str, list[Mapping[str, Any]]] = {}
-    control_ids = set()
-    for i, c in enumerate(controls):
-        if not c.get("id"):
-            raise QuiverError(f"controls[{i}]: no 'id'; each control has the id its rows carry as perturbation_id")
-        control_ids.add(c["id"])
+def _check_perturbations(perturbations: Sequence[Mapping[str, Any]], graph: PipelineGraph,
+                         control_ids: set[str]) -> None:
+    """Each perturbation has a unique id, a target in the graph and a declared control."""
+    seen: set[str] = set()
     for i, p in enumerate(perturbations):
         for key in ("id", "node"):
             if not p.get(key):
                 raise QuiverError(f"perturbations[{i}]: no {key!r}; each perturbation has an id and a target node")
-        if p["id"] in by_id or p["id"] in control_ids:
+        if p["id"] in seen or p["id"] in control_ids:
             raise QuiverError(f"perturbations[{i}]: id {p['id']!r} is used twice; perturbation ids are unique")
         if p.get("control") is not None and p["control"] not in control_ids:
             raise QuiverError(f"perturbations[{i}] ({p['id']!r}): control {p['control']!r} is not among the controls")
@@ -118,25 +134,36 @@ def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Mapp
                 f"perturbations[{i}] ({p['id']!r}): target node {p['node']!r} is not in the graph; "
                 f"its nodes are {', '.join(graph.nodes)}"
             )
-        by_id[p["id"]] = []
+        seen.add(p["id"])
+
+
+def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[PairRow],
+                graph: PipelineGraph, controls: Sequence[Mapping[str, Any]] = ()) -> dict[str, list[PairRow]]:
+    """Rows by perturbation (or control) id, after checking what the estimates rely on."""
+    control_ids = set()
+    for i, c in enumerate(controls):
+        if not c.get("id"):
+            raise QuiverError(f"controls[{i}]: no 'id'; each control has the id its rows carry as perturbation_id")
+        control_ids.add(c["id"])
+    _check_perturbations(perturbations, graph, control_ids)
+    by_id: dict[str, list[PairRow]] = {p["id"]: [] for p in perturbations}
     for cid in control_ids:
         by_id[cid] = []
     for i, row in enumerate(pairs):
-        pid = row.get("perturbation_id")
+        pid = row.perturbation_id
         if pid not in by_id:
             raise QuiverError(
-                f"pairs[{i}] (trace {row.get('trace_id')!r}): perturbation_id {pid!r} is not a perturbation "
+                f"pairs[{i}] (trace {row.trace_id!r}): perturbation_id {pid!r} is not a perturbation "
                 f"of the campaign; its perturbations are {', '.join(map(repr, by_id)) or 'none'}"
             )
-        status = row.get("status")
-        if status not in STATUSES:
+        if row.status not in STATUSES:
             raise QuiverError(
-                f"pairs[{i}] (perturbation {pid!r}, trace {row.get('trace_id')!r}): status {status!r}; "
+                f"pairs[{i}] (perturbation {pid!r}, trace {row.trace_id!r}): status {row.status!r}; "
                 f"a pair's status is one of {', '.join(STATUSES)}"
             )
-        if status == "ok" and row.get("input_id") is None:
+        if row.status == "ok" and row.input_id is None:
             raise QuiverError(
-                f"pairs[{i}] (perturbation {pid!r}, trace {row.get('trace_id')!r}): no input_id; an ok pair row "
+                f"pairs[{i}] (perturbation {pid!r}, trace {row.trace_id!r}): no input_id; an ok pair row "
                 "carries its baseline's input_id (the bootstrap resamples input groups)"
             )
         by_id[pid].append(row)
@@ -158,56 +185,56 @@ def downstream_nodes(graph: PipelineGraph, node: str) -> list[str]:
     return [n for n in graph.topological_order() if n in seen and n != node]
 
 
-def _counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    ok = [r for r in rows if r.get("status") == "ok"]
-    return {
-        "pairs": len(rows),
-        "effective": sum(r.get("stratum") == "effective" for r in ok),
-        "noop": sum(r.get("stratum") == "noop" for r in ok),
-        "unstratified": sum(r.get("stratum") not in STRATA for r in ok),
-        "diverged": sum(r.get("status") == "diverged" for r in rows),
-        "failed": sum(r.get("status") == "failed" for r in rows),
-    }
+def _ok(rows: Sequence[PairRow]) -> list[PairRow]:
+    return [r for r in rows if r.status == "ok"]
+
+
+def _counts(rows: Sequence[PairRow]) -> RowCounts:
+    ok = _ok(rows)
+    return RowCounts(
+        pairs=len(rows),
+        effective=sum(r.stratum == "effective" for r in ok),
+        noop=sum(r.stratum == "noop" for r in ok),
+        unstratified=sum(r.stratum not in STRATA for r in ok),
+        diverged=sum(r.status == "diverged" for r in rows),
+        failed=sum(r.status == "failed" for r in rows),
+    )
 
 
 # --------------------------------------------------------------------------- strata
 
 
-def _rate_estimates(cols: Columns, mask: np.ndarray, boot: GroupBootstrap) -> dict[str, Estimate]:
+def _rates(cols: Columns, mask: np.ndarray, boot: GroupBootstrap) -> Rates:
     only = cols.d_output & ~cols.d_shape & ~cols.d_iter
-    events = {"D_iter": cols.d_iter, "D_shape": cols.d_shape, "D_output": cols.d_output,
-              "D_output_only": only, "D_struct": cols.d_struct}
-    return {name: boot.rate(events[name], mask) for name in RATES}
+    return Rates(d_iter=boot.rate(cols.d_iter, mask), d_shape=boot.rate(cols.d_shape, mask),
+                 d_output=boot.rate(cols.d_output, mask), d_output_only=boot.rate(only, mask),
+                 d_struct=boot.rate(cols.d_struct, mask))
 
 
 def _node_means(d: Mapping[str, np.ndarray], nodes: Sequence[str], mask: np.ndarray,
-                boot: GroupBootstrap, prefix: str) -> dict[str, Any]:
-    """``{prefix: {node: v}, prefix_ci: {node: [lo, hi]}, prefix_n: {node: n}}``."""
-    out: dict[str, dict[str, Any]] = {prefix: {}, f"{prefix}_ci": {}, f"{prefix}_n": {}}
-    for node in nodes:
-        est = boot.mean(d[node], mask & np.isfinite(d[node])).as_dict("x")
-        out[prefix][node], out[f"{prefix}_ci"][node], out[f"{prefix}_n"][node] = est["x"], est["x_ci"], est["x_n"]
-    return out
+                boot: GroupBootstrap) -> dict[str, Estimate]:
+    """Per node, the mean of its distances over ``mask`` (NaN distances left out)."""
+    return {node: boot.mean(d[node], mask & np.isfinite(d[node])) for node in nodes}
 
 
-def _stratum(cols: Columns, name: str, nodes: Sequence[str], boot: GroupBootstrap) -> dict[str, Any]:
+def _stratum(cols: Columns, name: str, nodes: Sequence[str], boot: GroupBootstrap) -> StratumEstimates:
     mask = cols.stratum == name
-    out: dict[str, Any] = {"n": int(mask.sum())}
-    for rate, est in _rate_estimates(cols, mask, boot).items():
-        out.update(est.as_dict(rate))
-    out.update(boot.mean(cols.magnitude, mask & np.isfinite(cols.magnitude)).as_dict("magnitude"))
-    out.update(_node_means(cols.d, nodes, mask, boot, "mean_d"))
-    out.update(_node_means(cols.d, nodes, mask & cols.d_shape, boot, "mean_d_given_shape"))
-    return out
+    return StratumEstimates(
+        n=int(mask.sum()), rates=_rates(cols, mask, boot),
+        magnitude=boot.mean(cols.magnitude, mask & np.isfinite(cols.magnitude)),
+        mean_d=_node_means(cols.d, nodes, mask, boot),
+        mean_d_given_shape=_node_means(cols.d, nodes, mask & cols.d_shape, boot),
+    )
 
 
-def _observational(table: PairTable, boot: GroupBootstrap, rates: DivergenceRates) -> dict[str, Any]:
-    out: dict[str, Any] = {"n": table.n_pairs}
-    for name, est in zip(RATES, (rates.iter, rates.shape, rates.output, rates.output_only, rates.struct)):
-        out.update(est.as_dict(name))
+def _observational(table: PairTable, boot: GroupBootstrap, rates: DivergenceRates) -> ObservationalEstimates:
     d = {n: table.col(n) for n in table.nodes}
-    out.update(_node_means(d, table.nodes, np.ones(table.n_pairs, dtype=bool), boot, "mean_d"))
-    return out
+    return ObservationalEstimates(
+        n=table.n_pairs,
+        rates=Rates(d_iter=rates.iter, d_shape=rates.shape, d_output=rates.output, d_output_only=rates.output_only,
+                    d_struct=rates.struct),
+        mean_d=_node_means(d, table.nodes, np.ones(table.n_pairs, dtype=bool), boot),
+    )
 
 
 # --------------------------------------------------------------------------- negative control
@@ -255,52 +282,63 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
+def _not_run(reason: str, nodes: Mapping[str, NodeTest]) -> NegativeControl:
+    return NegativeControl(passed=None, reason=reason, alpha=None, permutations=None, statistic=None, p_value=None,
+                           rejected=(), nodes=nodes)
+
+
+def _same_inputs(cols: Columns, noop: np.ndarray, table: PairTable) -> np.ndarray:
+    """The observational pairs of the inputs the no-op pairs came from (all of them when
+    none of those inputs has one): a no-op stratum is often a particular kind of input,
+    e.g. follow-ups whose context already sufficed, whose noise differs from the corpus
+    average."""
+    noop_inputs = {cols.groups[g] for g in np.unique(cols.group[noop])}
+    same_inputs = np.array([table.groups[g] in noop_inputs for g in table.group], dtype=bool)
+    return same_inputs if same_inputs.any() else np.ones(table.n_pairs, dtype=bool)
+
+
+def _node_test(pid: str, node: str, x: np.ndarray, y: np.ndarray, in_table: bool, *, permutations: int,
+               seed: int) -> tuple[NodeTest, float | None]:
+    """The node's row before Holm correction, and its raw p-value (None: not tested)."""
+    row = NodeTest(statistic=None, p_value=None, p_holm=None, n_noop=int(x.size), n_obs=int(y.size),
+                   mean_noop=rounded(float(x.mean())) if x.size else None,
+                   mean_obs=rounded(float(y.mean())) if y.size else None, rejects=None)
+    if not in_table:
+        return replace(row, reason="not in the observational pair table"), None
+    if x.size == 0 or y.size == 0:
+        return replace(row, reason="no no-op distances" if x.size == 0 else "no observational distances"), None
+    rng = np.random.default_rng([seed, zlib.crc32(pid.encode()), zlib.crc32(node.encode())])
+    stat, p = permutation_test(x, y, permutations, rng)
+    return replace(row, statistic=rounded(stat)), p
+
+
 def _negative_control(pid: str, cols: Columns, nodes: Sequence[str], table: PairTable, *,
-                      permutations: int, alpha: float, seed: int) -> dict[str, Any]:
+                      permutations: int, alpha: float, seed: int) -> NegativeControl:
     """The no-op stratum against the observational noise, per downstream node (§13)."""
     noop = cols.stratum == "noop"
     if not noop.any():
-        return {"passed": None, "reason": "no no-op pairs: the stratum that serves as negative control is empty",
-                "statistic": None, "p_value": None, "rejected": [], "nodes": {}}
-    rows: dict[str, dict[str, Any]] = {}
-    # the same inputs on both sides: observational pairs of the inputs the no-op pairs
-    # came from (a no-op stratum is often a particular kind of input, e.g. follow-ups
-    # whose context already sufficed, whose noise differs from the corpus average)
-    noop_inputs = {cols.groups[g] for g in np.unique(cols.group[noop])}
-    same_inputs = np.array([table.groups[g] in noop_inputs for g in table.group], dtype=bool)
-    if not same_inputs.any():
-        same_inputs = np.ones(table.n_pairs, dtype=bool)
+        return _not_run("no no-op pairs: the stratum that serves as negative control is empty", {})
+    same_inputs = _same_inputs(cols, noop, table)
+    rows: dict[str, NodeTest] = {}
+    raw: dict[str, float] = {}
     for node in nodes:
         x = cols.d[node][noop]
-        x = x[np.isfinite(x)]
         y = table.col(node)[same_inputs] if node in table.nodes else np.zeros(0)
-        y = y[np.isfinite(y)]
-        row: dict[str, Any] = {"statistic": None, "p_value": None, "p_holm": None, "n_noop": int(x.size),
-                               "n_obs": int(y.size), "mean_noop": rounded(float(x.mean())) if x.size else None,
-                               "mean_obs": rounded(float(y.mean())) if y.size else None, "rejects": None}
-        if node not in table.nodes:
-            row["reason"] = "not in the observational pair table"
-        elif x.size == 0 or y.size == 0:
-            row["reason"] = "no no-op distances" if x.size == 0 else "no observational distances"
-        else:
-            rng = np.random.default_rng([seed, zlib.crc32(pid.encode()), zlib.crc32(node.encode())])
-            stat, p = permutation_test(x, y, permutations, rng)
-            row["statistic"], row["p_value"] = rounded(stat), p
-        rows[node] = row
-    tested = [n for n, r in rows.items() if r["p_value"] is not None]
-    if not tested:
-        return {"passed": None, "reason": "no downstream node has both no-op and observational distances",
-                "statistic": None, "p_value": None, "rejected": [], "nodes": rows}
-    for node, adj in zip(tested, holm([rows[n]["p_value"] for n in tested])):
-        rows[node]["p_holm"] = rounded(adj)
-        rows[node]["p_value"] = rounded(rows[node]["p_value"])
-        rows[node]["rejects"] = adj <= alpha
-    rejected = [n for n in tested if rows[n]["rejects"]]
-    return {
-        "passed": not rejected, "alpha": alpha, "permutations": permutations,
-        "statistic": max(rows[n]["statistic"] for n in tested),
-        "p_value": min(rows[n]["p_holm"] for n in tested), "rejected": rejected, "nodes": rows,
-    }
+        rows[node], p = _node_test(pid, node, x[np.isfinite(x)], y[np.isfinite(y)], node in table.nodes,
+                                   permutations=permutations, seed=seed)
+        if p is not None:
+            raw[node] = p
+    if not raw:
+        return _not_run("no downstream node has both no-op and observational distances", rows)
+    for node, adj in zip(raw, holm(list(raw.values()))):
+        rows[node] = replace(rows[node], p_value=rounded(raw[node]), p_holm=rounded(adj), rejects=adj <= alpha)
+    tested = [rows[n] for n in raw]
+    return NegativeControl(
+        passed=not any(t.rejects for t in tested), reason=None, alpha=alpha, permutations=permutations,
+        statistic=max(t.statistic for t in tested if t.statistic is not None),
+        p_value=min(t.p_holm for t in tested if t.p_holm is not None),
+        rejected=tuple(n for n in raw if rows[n].rejects), nodes=rows,
+    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -313,15 +351,26 @@ def _profile_edges(profile: Mapping[str, Any] | Profile | None) -> dict[tuple[st
     return {(str(r.get("source")), str(r.get("target"))): r for r in data.get("edges") or [] if isinstance(r, Mapping)}
 
 
-def _overlap(a: Sequence[float] | None, b: Sequence[float] | None) -> bool | None:
+def _overlap(a: Sequence[Any] | None, b: Sequence[Any] | None) -> bool | None:
     if not a or not b or None in a or None in b:
         return None
     return bool(a[0] <= b[1] and b[0] <= a[1])
 
 
-def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, list[Mapping[str, Any]]],
+def _profile_sigma(prof: Mapping[str, Any], edge: str) -> Estimate:
+    """The profile's sigma of an edge, with its interval and n (``sigma_n``, else ``n``)."""
+    ci, n = prof.get("sigma_ci"), prof.get("sigma_n", prof.get("n"))
+    if not isinstance(n, int) or (ci is not None and (not isinstance(ci, Sequence) or len(ci) != 2)):
+        raise QuiverError(
+            f"profile: edge {edge}: sigma {prof.get('sigma')!r} comes with sigma_ci {ci!r} and n {n!r}; a profile "
+            "edge with a sigma has sigma_ci [lo, hi] (or null) and an integer sigma_n"
+        )
+    return Estimate(prof.get("sigma"), None if ci is None else (ci[0], ci[1]), n)
+
+
+def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, list[PairRow]],
                 profile: Mapping[str, Any] | Profile | None, graph: PipelineGraph, *, epsilon: float,
-                resamples: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                resamples: int, seed: int) -> tuple[list[ValidationRow], list[SkippedValidationRow]]:
     """Observational against interventional sigma at targetable edges (§11, §13)."""
     obs = _profile_edges(profile)
     sources: dict[str, list[str]] = {}
@@ -331,74 +380,68 @@ def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, 
     for a, b in graph.edges:
         if a == b or a not in sources:
             continue
-        edge = {"source": a, "target": b, "perturbations": sources[a]}
+        ids = tuple(sources[a])
         prof = obs.get((a, b))
         if prof is None or prof.get("sigma") is None:
             why = ("no profile given" if profile is None else "the profile has no row for this edge"
                    if prof is None else "the observational sigma is undefined (n = 0)")
-            skipped.append({**edge, "reason": why})
+            skipped.append(SkippedValidationRow(a, b, ids, why))
             continue
-        ok = [r for pid in sources[a] for r in by_id[pid]
-              if r.get("status") == "ok" and r.get("stratum") == "effective"]
+        ok = [r for pid in ids for r in by_id[pid] if r.status == "ok" and r.stratum == "effective"]
         cols = Columns.of(ok, [a, b])
         mask = np.isfinite(cols.d[b]) & (np.nan_to_num(cols.d[a], nan=0.0) > epsilon)
         if not mask.any():
-            skipped.append({**edge, "reason": f"no effective ok pair with d[{a}] > epsilon and d[{b}] defined"})
+            why = f"no effective ok pair with d[{a}] > epsilon and d[{b}] defined"
+            skipped.append(SkippedValidationRow(a, b, ids, why))
             continue
         ratio = np.divide(cols.d[b], cols.d[a], out=np.zeros_like(cols.d[b]), where=mask)
         sigma = cols.bootstrap(resamples, seed).mean(ratio, mask)
-        sigma_int = sigma.as_dict("sigma_int")
-        rows.append({
-            **edge, "sigma_obs": prof.get("sigma"), "sigma_obs_ci": prof.get("sigma_ci"),
-            "n_obs": prof.get("sigma_n", prof.get("n")), "sigma_int": sigma_int["sigma_int"],
-            "sigma_int_ci": sigma_int["sigma_int_ci"], "n_int": sigma.n,
-            "agree": _overlap(prof.get("sigma_ci"), sigma_int["sigma_int_ci"]),
-        })
+        sigma_obs = _profile_sigma(prof, f"{a} -> {b}")
+        rows.append(ValidationRow(a, b, ids, sigma_obs, sigma,
+                                  agree=_overlap(prof.get("sigma_ci"), sigma.as_dict("s")["s_ci"])))
     return rows, skipped
 
 
 # --------------------------------------------------------------------------- campaign
 
 
-def _control_replays(cid: str | None, rows: Sequence[Mapping[str, Any]], nodes: Sequence[str], *,
-                     resamples: int, seed: int) -> tuple[Columns | None, dict[str, Any] | None]:
+def _control_replays(cid: str | None, rows: Sequence[PairRow], nodes: Sequence[str], *,
+                     resamples: int, seed: int) -> tuple[Columns | None, ControlReplays | None]:
     """The ok control rows as columns, and their summary: counts and event rates."""
     if cid is None:
         return None, None
-    ok = [r for r in rows if r.get("status") == "ok"]
+    ok = _ok(rows)
     cols = Columns.of(ok, nodes)
     boot = cols.bootstrap(resamples, seed)
-    out: dict[str, Any] = {"id": cid, "pairs": len(rows), "n": len(ok), "traces": len(set(cols.trace))}
-    for rate, est in _rate_estimates(cols, np.ones(len(ok), dtype=bool), boot).items():
-        out.update(est.as_dict(rate))
-    out.update(_node_means(cols.d, nodes, np.ones(len(ok), dtype=bool), boot, "mean_d"))
-    return cols, out
+    every = np.ones(len(ok), dtype=bool)
+    return cols, ControlReplays(id=cid, pairs=len(rows), n=len(ok), traces=len(set(cols.trace)),
+                                rates=_rates(cols, every, boot), mean_d=_node_means(cols.d, nodes, every, boot))
 
 
-def _perturbation(p: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], graph: PipelineGraph,
+def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: PipelineGraph,
                   table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
-                  alpha: float, permutations: int, control_rows: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                  alpha: float, permutations: int, control_rows: Sequence[PairRow] = ()) -> PerturbationEstimates:
     nodes = downstream_nodes(graph, p["node"])
-    cols = Columns.of([r for r in rows if r.get("status") == "ok"], nodes)
+    cols = Columns.of(_ok(rows), nodes)
     boot = cols.bootstrap(resamples, seed)
     ladder = bool(p.get("ladder"))
     control, control_summary = _control_replays(p.get("control"), control_rows, nodes, resamples=resamples,
                                                 seed=seed)
-    return {
-        "id": p["id"], "node": p["node"], "op": p.get("op"), "params": p.get("params"),
-        "ladder": p.get("ladder"), **_counts(rows), "groups": len(cols.groups), "downstream": nodes,
-        "strata": {s: _stratum(cols, s, nodes, boot) for s in STRATA},
-        "control_replays": control_summary,
-        "negative_control": _negative_control(p["id"], cols, nodes, table, permutations=permutations,
-                                              alpha=alpha, seed=seed),
-        "beta_shape": beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
-        "beta_iter": beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
-    }
+    return PerturbationEstimates(
+        id=p["id"], node=p["node"], op=p.get("op"), params=p.get("params"), ladder=p.get("ladder"),
+        counts=_counts(rows), groups=len(cols.groups), downstream=tuple(nodes),
+        strata={s: _stratum(cols, s, nodes, boot) for s in STRATA},
+        control_replays=control_summary,
+        negative_control=_negative_control(p["id"], cols, nodes, table, permutations=permutations,
+                                           alpha=alpha, seed=seed),
+        beta_shape=beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
+        beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
+    )
 
 
 def campaign_estimates(
     perturbations: Sequence[Mapping[str, Any]],
-    pairs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[PairRow | Mapping[str, Any]],
     observational: PairTable,
     profile: Mapping[str, Any] | Profile | None,
     graph: PipelineGraph,
@@ -409,7 +452,7 @@ def campaign_estimates(
     alpha: float = 0.05,
     permutations: int = 2000,
     controls: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> CampaignEstimates:
     """The interventional estimates of a perturbation campaign (``campaign.json``).
 
     QUIVER.md §6-§7 and §11-§13 (the paper's Def. 7-10, §5.3-5.4, B.3): per
@@ -420,8 +463,9 @@ def campaign_estimates(
 
     Args:
         perturbations: ``{"id", "node", "op", "params", "ladder"}`` each.
-        pairs: Pair rows of every perturbation (``PairResult.to_json(traces=False)``
-            plus ``input_id`` and ``step``).
+        pairs: Pair rows of every perturbation, as :class:`PairRow` or as mappings
+            (``PairResult.to_json(traces=False)`` plus ``input_id`` and ``step``, read
+            with ``PairRow.from_json``).
         observational: Same-input pairs of the baseline corpus.
         profile: ``profile.json`` of that corpus (or the :class:`Profile`), for the
             observational sigmas; None leaves validation empty.
@@ -435,34 +479,37 @@ def campaign_estimates(
             carry the control's id as ``perturbation_id``, and a perturbation names
             its control under ``"control"``.
 
+    Returns:
+        The estimates; ``json.dumps(result.to_json(), indent=2)`` is ``campaign.json``.
+
     Raises:
         QuiverError: A perturbation without id or node, a target not in the graph,
             a row of an unknown perturbation, an unknown status, an ok row without
-            input_id.
+            input_id, a profile edge with a sigma but no integer n; a mapping that
+            is not a pair row (:class:`CampaignFormatError`).
     """
     for name, value, low in (("resamples", resamples, 1), ("permutations", permutations, 1)):
         if not isinstance(value, int) or value < low:
             raise QuiverError(f"campaign_estimates: {name} must be an int >= {low}; got {value!r}")
     if not 0 < alpha < 1:
         raise QuiverError(f"campaign_estimates: alpha must lie in (0, 1); got {alpha!r}")
-    by_id = _check_rows(perturbations, pairs, graph, controls)
+    by_id = _check_rows(perturbations, _as_rows(pairs), graph, controls)
     obs_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
     obs_boot = GroupBootstrap(observational.group, len(observational.groups), resamples=resamples, seed=obs_seed)
     rates = divergence_rates(observational, obs_boot, epsilon)
     obs_rates = {"D_shape": rates.shape, "D_iter": rates.iter}
     validation, skipped = _validation(perturbations, by_id, profile, graph, epsilon=epsilon,
                                       resamples=resamples, seed=seed)
-    return {
-        "epsilon": epsilon, "alpha": alpha, "resamples": resamples, "seed": seed, "permutations": permutations,
-        "pairs": len(pairs),
-        "observational": _observational(observational, obs_boot, rates),
-        "perturbations": [
+    return CampaignEstimates(
+        epsilon=epsilon, alpha=alpha, resamples=resamples, seed=seed, permutations=permutations, pairs=len(pairs),
+        observational=_observational(observational, obs_boot, rates),
+        perturbations=tuple(
             _perturbation(p, by_id[p["id"]], graph, observational, obs_rates, resamples=resamples, seed=seed,
                           alpha=alpha, permutations=permutations,
                           control_rows=by_id[p["control"]] if p.get("control") else ())
             for p in perturbations
-        ],
-        "validation": validation,
-        "validation_skipped": skipped,
-        "controls": [dict(c) for c in controls],
-    }
+        ),
+        validation=tuple(validation),
+        validation_skipped=tuple(skipped),
+        controls=tuple(dict(c) for c in controls),
+    )

@@ -2,7 +2,8 @@
 
 * ``markdown``: the observational report and the number formatting every report shares;
 * ``interventional``: the campaign report;
-* ``plots``: ratio distributions, the sigma matrix and the graph.
+* ``plots``: ratio distributions, the sigma matrix and the graph;
+* ``profile``: an observational profile written out (json, report, plots).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from .markdown import render_report, write_report, REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes
 from .interventional import interventional_report
 from .plots import write_plots, PLOT_FILES, CLASS_COLORS
+from .profile import write_profile
 
 __all__ = [
     "render_report",
@@ -23,4 +25,5 @@ __all__ = [
     "write_plots",
     "PLOT_FILES",
     "CLASS_COLORS",
+    "write_profile",
 ]

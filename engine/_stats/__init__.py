@@ -1,12 +1,14 @@
 """Estimates with their n and interval, and the table of pairs every estimator reads.
 
 * ``bootstrap``: :class:`Estimate` and the group bootstrap shared by all estimators;
-* ``pairs``: same-input pairs of traces and their node distances (QUIVER.md §6).
+* ``pairs``: same-input pairs of traces and their node distances (QUIVER.md §6);
+* ``format``: how numbers and estimates are written for people.
 """
 
 from __future__ import annotations
 
 from .bootstrap import Estimate, GroupBootstrap, DEFAULT_RESAMPLES, DEFAULT_SEED, percentile_interval, rounded
+from .format import DASH, fmt, fmt_ci, fmt_est, fmt_n
 from .pairs import PairTable, NoPairsError, group_traces, build_pairs, texts_for
 
 __all__ = [
@@ -21,4 +23,9 @@ __all__ = [
     "group_traces",
     "build_pairs",
     "texts_for",
+    "DASH",
+    "fmt",
+    "fmt_ci",
+    "fmt_est",
+    "fmt_n",
 ]

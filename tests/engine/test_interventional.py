@@ -84,10 +84,11 @@ def perturbation(pid: str, node: str = "cs", op: str = "override", ladder: Any =
 
 def estimate(corpus: tuple[PairTable, PipelineGraph], perts: list[dict[str, Any]], rows: list[dict[str, Any]],
              profile: Any = None, **kwargs: Any) -> dict[str, Any]:
+    """The campaign's estimates as ``campaign.json`` holds them."""
     table, graph = corpus
     kwargs.setdefault("resamples", 400)
     kwargs.setdefault("permutations", 500)
-    return campaign_estimates(perts, rows, table, profile, graph, **kwargs)
+    return campaign_estimates(perts, rows, table, profile, graph, **kwargs).to_json()
 
 
 # --------------------------------------------------------------------------- strata
@@ -460,7 +461,7 @@ def test_validation_reads_a_real_profile(corpus: Any, tmp_path: Any) -> None:
     profile = analyze(traces, embedder=lambda texts: np.ones((len(texts), 2)), cache_dir=tmp_path, resamples=200)
     assert profile.edge("planner", "composer")["sigma_ci"] == [2.0, 2.0]
     out = campaign_estimates([perturbation("pl", node="planner")], doubling_rows("pl"), table, profile.to_json(),
-                             graph, resamples=200, permutations=200)
+                             graph, resamples=200, permutations=200).to_json()
     (v,) = out["validation"]
     assert v["sigma_obs"] == 2.0 and v["sigma_int"] == 2.0 and v["agree"] is True
 
