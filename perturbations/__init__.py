@@ -17,15 +17,31 @@ name                      mode       binary  what it does
 Binary operators put a pair in the no-op stratum when the baseline already had the
 value; the others are effective iff the target's distance ``d_i > eps`` (QUIVER.md §13).
 Third-party operators register through the entry-point group ``quiver.operators`` (see
-:mod:`quiver.perturbations._registry`).
+:mod:`quiver.perturbations._registry`). An operator says which output fields it changes
+(:meth:`Operator.fields_touched`), so a campaign checks them against the graph before
+anything runs, for a plugged-in operator as for a built-in one.
+
+Layout: ``_registry`` (the base class, the registry, parameter expansion), ``_fields``
+(dotted field paths), ``_logprobs`` (alternatives from recorded logprobs),
+``_templates`` (template references), ``_operators`` (the built-in operators).
 """
 
 from __future__ import annotations
 
-from quiver.perturbations._operators import ParamChange, PromptSwap
-from quiver.perturbations._operators import BoolFlip, CategoricalFlip, ListEdit, Override, TextEdit, logprob_alternatives
+from quiver.perturbations._operators import (
+    BoolFlip,
+    CategoricalFlip,
+    ListEdit,
+    Override,
+    ParamChange,
+    PromptSwap,
+    TextEdit,
+    logprob_alternatives,
+)
 from quiver.perturbations._registry import (
+    ANY_VALUE,
     ExecutionChange,
+    FieldTouch,
     Operator,
     OperatorContext,
     OperatorError,
@@ -37,6 +53,7 @@ from quiver.perturbations._registry import (
     operator,
     registered_operators,
 )
+from quiver.perturbations._templates import TemplateRef, resolve_template_ref
 
 __all__ = [
     "OperatorError",
@@ -44,6 +61,8 @@ __all__ = [
     "OperatorContext",
     "OperatorParams",
     "Operator",
+    "FieldTouch",
+    "ANY_VALUE",
     "operator",
     "get_operator",
     "registered_operators",
@@ -51,6 +70,8 @@ __all__ = [
     "expand_ladder",
     "expand_variants",
     "logprob_alternatives",
+    "TemplateRef",
+    "resolve_template_ref",
     "Override",
     "BoolFlip",
     "CategoricalFlip",

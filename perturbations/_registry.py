@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -57,7 +57,12 @@ from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec
 
+if TYPE_CHECKING:
+    from quiver.perturbations._templates import TemplateRef
+
 __all__ = [
+    "ANY_VALUE",
+    "FieldTouch",
     "OperatorError",
     "ExecutionChange",
     "OperatorContext",
@@ -84,18 +89,37 @@ class OperatorError(QuiverError):
     """
 
 
+ANY_VALUE: Any = type("AnyValue", (), {"__repr__": lambda self: "ANY_VALUE"})()
+"""A :class:`FieldTouch` value that is not fixed before the operator runs (a flip to
+whatever the output does not hold, an edit of the field's contents)."""
+
+
+@dataclass(frozen=True)
+class FieldTouch:
+    """A field of the target's output an operator changes, and the value it sets.
+
+    Attributes:
+        field: A dotted path into the output (``"sufficient"``, ``"plan.action"``).
+        value: The value it sets, or :data:`ANY_VALUE` when that is not known until the
+            operator runs.
+    """
+
+    field: str
+    value: Any = ANY_VALUE
+
+
 @dataclass(frozen=True)
 class ExecutionChange:
     """What an execution-mode operator changes when the target node runs again.
 
     Attributes:
-        templates: Template id -> its replacement: a registered template id, or the
-            absolute path of a template file.
+        templates: Template id -> its replacement (a registered template or a template
+            file, see :func:`~quiver.perturbations.resolve_template_ref`).
         params: LLM request overrides (``model``, ``temperature``, ``top_p``, ``seed``,
             ``max_tokens``).
     """
 
-    templates: dict[str, str] = field(default_factory=dict)
+    templates: dict[str, TemplateRef] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -184,6 +208,17 @@ class Operator(ABC):
         by the target's distance.
         """
         return canonical_json(perturbed) == canonical_json(output)
+
+    def fields_touched(self) -> list[FieldTouch]:
+        """The output fields this operator changes, for the checks made before a campaign
+        runs: each field must exist in the graph's spec of the target node, and a fixed
+        value of a categorical field must be one of its categories.
+
+        The default is none: an execution operator changes how the node runs, not a
+        field. An output operator that changes named fields says which here, and its
+        spec checks come with it, a plugged-in operator included.
+        """
+        return []
 
     def describe(self) -> dict[str, Any]:
         """What was applied, as every result records it: ``{"op": ..., "params": ...}``."""

@@ -13,11 +13,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from quiver.perturbations._templates import TemplateRef, resolve_template_ref
 from quiver.perturbations._registry import ExecutionChange, Operator, OperatorContext, OperatorError, OperatorParams, operator
 
 __all__ = ["PromptSwap", "ParamChange"]
-
-_TEMPLATE_SUFFIXES = (".txt", ".md", ".prompt")
 
 
 # --------------------------------------------------------------------------- prompt_swap
@@ -27,8 +26,9 @@ class PromptSwapParams(OperatorParams):
     """Parameters of ``prompt_swap``."""
 
     variant: str | None = None
-    """The replacement: a registered template id, or a template file (a path with a "/"
-    or ending in .txt, .md or .prompt, relative to the spec's folder)."""
+    """The replacement: a registered template id (dots allowed), or a template file (a
+    path with a "/" or ending in .txt, .md or .prompt, relative to the spec's folder);
+    see :func:`resolve_template_ref`."""
     variants: list[str] | None = None
     """Several replacements, one perturbation each (expanded by expand_variants; give
     this or variant)."""
@@ -56,11 +56,6 @@ class PromptSwapParams(OperatorParams):
         if not self.variant or not self.variant.strip():
             raise ValueError("'variant' must be a non-empty template id or file path")
         return self
-
-
-def looks_like_path(variant: str) -> bool:
-    """Whether a variant names a template file rather than a registered template id."""
-    return "/" in variant or "\\" in variant or variant.lower().endswith(_TEMPLATE_SUFFIXES)
 
 
 @operator("prompt_swap")
@@ -97,19 +92,11 @@ class PromptSwap(Operator):
         variant = self.params.variant or ""
         return ExecutionChange(templates={template: self._resolve(variant, ctx)}, params={})
 
-    def _resolve(self, variant: str, ctx: OperatorContext) -> str:
-        if not looks_like_path(variant):
-            return variant
-        path = Path(variant).expanduser()
-        if not path.is_absolute():
-            path = (ctx.base_dir or Path.cwd()) / path
-        path = path.resolve()
-        if not path.is_file():
-            raise OperatorError(
-                f"operator '{self.name}' variant '{variant}' is the template file {path}, which does "
-                f"not exist; a relative path resolves against {ctx.base_dir or 'the working directory'}"
-            )
-        return str(path)
+    def _resolve(self, variant: str, ctx: OperatorContext) -> TemplateRef:
+        try:
+            return resolve_template_ref(variant, ctx.base_dir)
+        except OperatorError as exc:
+            raise OperatorError(f"operator '{self.name}' variant '{variant}': {exc}") from None
 
 
 # --------------------------------------------------------------------------- param_change

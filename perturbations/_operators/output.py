@@ -22,7 +22,15 @@ from quiver._canonical import canonical_json
 
 from quiver.perturbations._fields import keys_text, field_spec, get_field, set_field
 from quiver.perturbations._logprobs import logprob_alternatives, same_value
-from quiver.perturbations._registry import Operator, OperatorContext, OperatorError, OperatorParams, operator
+from quiver.perturbations._registry import (
+    ANY_VALUE,
+    FieldTouch,
+    Operator,
+    OperatorContext,
+    OperatorError,
+    OperatorParams,
+    operator,
+)
 
 __all__ = [
     "Override",
@@ -49,6 +57,11 @@ class _FieldParams(OperatorParams):
     field: str | None = None
     """Dotted path of the field to perturb in an object output ("plan.action");
     null for the whole output."""
+
+
+def _field_touched(params: _FieldParams, value: Any = ANY_VALUE) -> list[FieldTouch]:
+    """The one field an operator on ``params.field`` changes (none for the whole output)."""
+    return [FieldTouch(params.field, value)] if params.field else []
 
 
 # --------------------------------------------------------------------------- override
@@ -80,6 +93,10 @@ class Override(Operator):
             declared = field_spec(ctx.spec, path) is not None
             result = set_field(result, path, value, self.name, create=declared)
         return copy.deepcopy(result)
+
+    def fields_touched(self) -> list[FieldTouch]:
+        """Every field of ``set``, with its value."""
+        return [FieldTouch(path, value) for path, value in self.params.set.items()]
 
     def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
         """Every forced field already had its value in the recorded output."""
@@ -138,6 +155,10 @@ class BoolFlip(Operator):
     Params = BoolFlipParams
     params: BoolFlipParams
 
+    def fields_touched(self) -> list[FieldTouch]:
+        """The flipped field."""
+        return _field_touched(self.params)
+
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the field negated; the field must be a bool."""
         value = get_field(output, self.params.field, self.name)
@@ -186,6 +207,11 @@ class CategoricalFlip(Operator):
     binary = True
     Params = CategoricalFlipParams
     params: CategoricalFlipParams
+
+    def fields_touched(self) -> list[FieldTouch]:
+        """The flipped field, with ``to`` when it is given (its other strategies pick the
+        class when they run)."""
+        return _field_touched(self.params, self.params.to if self.params.to is not None else ANY_VALUE)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the field set to the class the strategy chooses."""
@@ -266,6 +292,10 @@ class ListEdit(Operator):
     binary = False
     Params = ListEditParams
     params: ListEditParams
+
+    def fields_touched(self) -> list[FieldTouch]:
+        """The edited list field."""
+        return _field_touched(self.params)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the list edited; the field must be a list."""
@@ -359,6 +389,10 @@ class TextEdit(Operator):
     binary = False
     Params = TextEditParams
     params: TextEditParams
+
+    def fields_touched(self) -> list[FieldTouch]:
+        """The edited text field."""
+        return _field_touched(self.params)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the text edited; the field must be a string."""

@@ -17,7 +17,9 @@ from pydantic import BaseModel
 
 from quiver._graph import NodeSpec
 from quiver.perturbations import (
+    ANY_VALUE,
     ExecutionChange,
+    FieldTouch,
     Operator,
     OperatorContext,
     OperatorError,
@@ -29,6 +31,8 @@ from quiver.perturbations import (
     make_operator,
     operator,
     registered_operators,
+    resolve_template_ref,
+    TemplateRef,
 )
 from quiver.perturbations import _registry
 from quiver.replay import LLMClient, template
@@ -437,9 +441,10 @@ def test_text_edit_errors_say_what_is_missing() -> None:
 def test_prompt_swap_replaces_the_recorded_template_with_a_registered_variant() -> None:
     op = make_operator("prompt_swap", {"variant": "support_bot.rewriter_terse"})
     change = op.change(ctx_for({}, prompt_template="support_bot.rewriter"))
-    assert change == ExecutionChange(templates={"support_bot.rewriter": "support_bot.rewriter_terse"}, params={})
+    assert change == ExecutionChange(templates={"support_bot.rewriter": TemplateRef("support_bot.rewriter_terse")},
+                                     params={})
     explicit = make_operator("prompt_swap", {"variant": "v2", "template": "planner"})
-    assert explicit.change(ctx_for({}, prompt_template="other")).templates == {"planner": "v2"}
+    assert explicit.change(ctx_for({}, prompt_template="other")).templates == {"planner": TemplateRef("v2")}
 
 
 def test_prompt_swap_resolves_a_variant_file_against_the_spec_folder(tmp_path: Path) -> None:
@@ -448,9 +453,32 @@ def test_prompt_swap_resolves_a_variant_file_against_the_spec_folder(tmp_path: P
     (tmp_path / "polite.md").write_text("Please: {query}\n")
     ctx = ctx_for({}, prompt_template="rewriter", base_dir=tmp_path)
     for variant, path in (("prompts/terse.txt", tmp_path / "prompts" / "terse.txt"), ("polite.md", tmp_path / "polite.md")):
-        assert make_operator("prompt_swap", {"variant": variant}).change(ctx).templates == {"rewriter": str(path.resolve())}
-    with pytest.raises(OperatorError, match=r"variant 'prompts/missing\.txt' is the template file .*missing\.txt, which does not exist"):
+        assert make_operator("prompt_swap", {"variant": variant}).change(ctx).templates == {
+            "rewriter": TemplateRef(variant, path.resolve())}
+    with pytest.raises(OperatorError, match=r"variant 'prompts/missing\.txt': template file .*missing\.txt .* does not exist"):
         make_operator("prompt_swap", {"variant": "prompts/missing.txt"}).change(ctx)
+
+
+@pytest.mark.parametrize("ref,is_file", [
+    ("support_bot.rewriter.v2", False), ("rewriter", False), ("planner.v2.final", False),
+    ("prompts/terse.txt", True), ("terse.TXT", True), ("polite.md", True), ("x.prompt", True), ("sub\\x", True),
+])
+def test_a_template_reference_is_a_file_only_by_its_separator_or_ending(tmp_path: Path, ref: str, is_file: bool) -> None:
+    if is_file:
+        target = tmp_path / ref.replace("\\", "/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("{query}\n")
+        if "\\" in ref:  # a Windows separator names a file too; here it is part of the name
+            (tmp_path / ref).write_text("{query}\n")
+    resolved = resolve_template_ref(ref, tmp_path)
+    assert (resolved.path is not None) == is_file
+    assert resolved.template_id == (None if is_file else ref)
+
+
+def test_a_missing_template_file_names_the_folder_it_was_looked_for_in(tmp_path: Path) -> None:
+    with pytest.raises(OperatorError, match=r"template file .*nothing\.txt \(from 'nothing\.txt'\) does not exist; "
+                                            r"a relative path resolves against"):
+        resolve_template_ref("nothing.txt", tmp_path)
 
 
 def test_prompt_swap_without_a_template_to_replace_asks_for_one() -> None:
@@ -602,3 +630,22 @@ def test_entry_points_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     registered_operators()
     assert reads == ["quiver.operators"]
     assert all(issubclass(cls.Params, BaseModel) for cls in registered_operators().values())
+
+
+# --------------------------------------------------------------------------- fields touched
+
+
+@pytest.mark.parametrize("op,params,expected", [
+    ("override", {"set": {"sufficient": True, "plan.action": "EXECUTE"}},
+     [FieldTouch("sufficient", True), FieldTouch("plan.action", "EXECUTE")]),
+    ("categorical_flip", {"field": "turn_type", "to": "billing"}, [FieldTouch("turn_type", "billing")]),
+    ("categorical_flip", {"field": "turn_type", "strategy": "next"}, [FieldTouch("turn_type", ANY_VALUE)]),
+    ("bool_flip", {"field": "web_search_hint"}, [FieldTouch("web_search_hint", ANY_VALUE)]),
+    ("list_edit", {"field": "fragments", "action": "remove", "count": 1}, [FieldTouch("fragments", ANY_VALUE)]),
+    ("text_edit", {"field": "query", "action": "add_keyword", "keywords": ["x"]}, [FieldTouch("query", ANY_VALUE)]),
+    ("bool_flip", {}, []),
+    ("prompt_swap", {"variant": "v2"}, []),
+    ("param_change", {"temperature": 0.5}, []),
+])
+def test_an_operator_says_which_fields_it_touches(op: str, params: dict[str, Any], expected: list[FieldTouch]) -> None:
+    assert make_operator(op, params).fields_touched() == expected
