@@ -1,11 +1,18 @@
 """quiver.replay: everything that executes a pipeline.
 
 Instrumentation (nodes, decisions, loops, parallel branches, templates, retrieval and
-tool steps), the LLM client, recording, and the bundled OpenAI-compatible simulator.
-The most used names are also available from the top-level ``quiver`` package.
+tool steps), the LLM client, recording, frozen replay, executors and the bundled
+OpenAI-compatible simulator. The most used names are also available from the top-level
+``quiver`` package.
 
-Names are imported on first use: the simulator's process and the instrumentation do
-not pay for importing the OpenAI SDK unless they use the LLM client.
+Names are imported on first use: a pipeline that only uses the instrumentation does not
+pay for the OpenAI SDK, and the simulator's process does not pay for the replayer.
+
+Families (one private subpackage or module each): ``_instrument`` (the API a pipeline
+uses), ``_llm`` (the client), ``_keys`` (every sample key and seed), ``_pipeline``
+(loading and running a pipeline as one trace), ``_record`` (recording a corpus),
+``_replayer`` (frozen replay), ``_executors`` (where a campaign's replays run), ``_sim``
+(the simulator).
 """
 
 from __future__ import annotations
@@ -13,127 +20,116 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from quiver.replay._instrument import TraceBuilder
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "._executors": ("Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
+                    "registered_executors", "worker_for"),
+    "._instrument": ("CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph", "gather", "get_template", "iteration", "load_template_file", "loop", "node", "retrieved", "template", "template_overrides", "tool_step",),
+    "._llm": ("ChatResult", "LLMClient", "ResponseCache", "RetryPolicy", "configure_llm", "llm", "request_overrides", "use_llm", "use_response_cache",),
+    "._keys": ("SAMPLE_KEY_HEADER", "derive_sample_key", "replay_identity", "replay_sample_key", "sample_ids", "trace_sample_key",),
+    "._pipeline": ("call_pipeline", "load_pipeline",),
+    "._record": ("InputItem", "RecordResult", "new_run_id", "record_corpus",),
+    "._replayer": ("DIMENSIONS", "ReplayError", "ReplayMode", "ReplayResult", "Replayer", "Target", "replay_many", "replay_trace",),
+    "._sim": ("FaultConfig", "Fields", "LatencyConfig", "SimChoice", "SimRequest", "Simulator", "SimulatorConfig", "SimulatorProcess", "Text", "check_loopback", "complete", "sim_model", "sim_model_names",),
+    "quiver._trace": ("Divergence", "FieldDiff", "TargetReport",),
+    "quiver._interventional": ("PairResult", "pair_results",),
+}
+_EXPORTS = {name: module for module, names in _FAMILIES.items() for name in names}
+
+if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
+    from quiver.replay._executors import (
+        Executor as Executor,
+        executor as executor,
+        LocalExecutor as LocalExecutor,
+        make_executor as make_executor,
+        RayExecutor as RayExecutor,
+        registered_executors as registered_executors,
+        ReplayContext as ReplayContext,
+        ReplayJob as ReplayJob,
+        worker_for as worker_for,
+    )
     from quiver.replay._instrument import (
-        CallHandle,
-        NodeSpec,
-        ThreadPoolExecutor,
-        bind,
-        decide,
-        declared_graph,
-        gather,
-        iteration,
-        loop,
-        node,
-        retrieved,
-        tool_step,
+        bind as bind,
+        CallHandle as CallHandle,
+        decide as decide,
+        declared_graph as declared_graph,
+        gather as gather,
+        get_template as get_template,
+        iteration as iteration,
+        load_template_file as load_template_file,
+        loop as loop,
+        node as node,
+        NodeSpec as NodeSpec,
+        retrieved as retrieved,
+        Template as Template,
+        template as template,
+        template_overrides as template_overrides,
+        ThreadPoolExecutor as ThreadPoolExecutor,
+        tool_step as tool_step,
+        TraceBuilder as TraceBuilder,
     )
     from quiver.replay._llm import (
-        ChatResult,
-        LLMClient,
-        RetryPolicy,
-        configure_llm,
-        derive_sample_key,
-        llm,
-        request_overrides,
-        use_llm,
-        use_response_cache,
+        ChatResult as ChatResult,
+        configure_llm as configure_llm,
+        llm as llm,
+        LLMClient as LLMClient,
+        request_overrides as request_overrides,
+        ResponseCache as ResponseCache,
+        RetryPolicy as RetryPolicy,
+        use_llm as use_llm,
+        use_response_cache as use_response_cache,
     )
-    from quiver.replay._llm import ResponseCache
-    from quiver._interventional import PairResult, pair_results
-    from quiver.replay._pipeline import call_pipeline, load_pipeline
-    from quiver._trace import Divergence, FieldDiff
+    from quiver.replay._keys import (
+        derive_sample_key as derive_sample_key,
+        replay_identity as replay_identity,
+        replay_sample_key as replay_sample_key,
+        sample_ids as sample_ids,
+        SAMPLE_KEY_HEADER as SAMPLE_KEY_HEADER,
+        trace_sample_key as trace_sample_key,
+    )
+    from quiver.replay._pipeline import (
+        call_pipeline as call_pipeline,
+        load_pipeline as load_pipeline,
+    )
+    from quiver.replay._record import (
+        InputItem as InputItem,
+        new_run_id as new_run_id,
+        record_corpus as record_corpus,
+        RecordResult as RecordResult,
+    )
     from quiver.replay._replayer import (
-        DIMENSIONS,
-        ReplayError,
-        ReplayMode,
-        ReplayResult,
-        Target,
-        TargetReport,
-        replay_many,
-        replay_sample_key,
-        replay_trace,
+        DIMENSIONS as DIMENSIONS,
+        replay_many as replay_many,
+        replay_trace as replay_trace,
+        Replayer as Replayer,
+        ReplayError as ReplayError,
+        ReplayMode as ReplayMode,
+        ReplayResult as ReplayResult,
+        Target as Target,
     )
-    from quiver.replay._record import InputItem, RecordResult, new_run_id, record_corpus, trace_sample_key
-    from quiver.replay._sim import Fields, SimChoice, SimRequest, Text, complete, sim_model, sim_model_names
-    from quiver.replay._sim import SimulatorProcess
     from quiver.replay._sim import (
-        SAMPLE_KEY_HEADER,
-        FaultConfig,
-        LatencyConfig,
-        Simulator,
-        SimulatorConfig,
-        check_loopback,
+        check_loopback as check_loopback,
+        complete as complete,
+        FaultConfig as FaultConfig,
+        Fields as Fields,
+        LatencyConfig as LatencyConfig,
+        sim_model as sim_model,
+        sim_model_names as sim_model_names,
+        SimChoice as SimChoice,
+        SimRequest as SimRequest,
+        Simulator as Simulator,
+        SimulatorConfig as SimulatorConfig,
+        SimulatorProcess as SimulatorProcess,
+        Text as Text,
     )
-    from quiver.replay._instrument import Template, get_template, load_template_file, template, template_overrides
-
-_EXPORTS = {
-    "DIMENSIONS": "._replayer",
-    "Divergence": "quiver._trace",
-    "FieldDiff": "quiver._trace",
-    "ReplayError": "._replayer",
-    "ReplayMode": "._replayer",
-    "ReplayResult": "._replayer",
-    "Target": "._replayer",
-    "TargetReport": "._replayer",
-    "replay_many": "._replayer",
-    "replay_sample_key": "._replayer",
-    "replay_trace": "._replayer",
-    "request_overrides": "._llm",
-    "use_response_cache": "._llm",
-    "ResponseCache": "._llm",
-    "PairResult": "quiver._interventional",
-    "pair_results": "quiver._interventional",
-    "bind": "._instrument",
-    "call_pipeline": "._pipeline",
-    "CallHandle": "._instrument",
-    "ChatResult": "._llm",
-    "check_loopback": "._sim",
-    "complete": "._sim",
-    "configure_llm": "._llm",
-    "decide": "._instrument",
-    "declared_graph": "._instrument",
-    "derive_sample_key": "._llm",
-    "FaultConfig": "._sim",
-    "Fields": "._sim",
-    "gather": "._instrument",
-    "get_template": "._instrument",
-    "InputItem": "._record",
-    "iteration": "._instrument",
-    "LatencyConfig": "._sim",
-    "llm": "._llm",
-    "LLMClient": "._llm",
-    "load_pipeline": "._pipeline",
-    "load_template_file": "._instrument",
-    "loop": "._instrument",
-    "new_run_id": "._record",
-    "node": "._instrument",
-    "NodeSpec": "._instrument",
-    "record_corpus": "._record",
-    "RecordResult": "._record",
-    "retrieved": "._instrument",
-    "RetryPolicy": "._llm",
-    "SAMPLE_KEY_HEADER": "._sim",
-    "sim_model": "._sim",
-    "sim_model_names": "._sim",
-    "SimChoice": "._sim",
-    "SimRequest": "._sim",
-    "Simulator": "._sim",
-    "SimulatorConfig": "._sim",
-    "SimulatorProcess": "._sim",
-    "Template": "._instrument",
-    "template": "._instrument",
-    "template_overrides": "._instrument",
-    "Text": "._sim",
-    "ThreadPoolExecutor": "._instrument",
-    "tool_step": "._instrument",
-    "trace_sample_key": "._record",
-    "TraceBuilder": "._instrument",
-    "use_llm": "._llm",
-}
-
-
+    from quiver._trace import (
+        Divergence as Divergence,
+        FieldDiff as FieldDiff,
+        TargetReport as TargetReport,
+    )
+    from quiver._interventional import (
+        pair_results as pair_results,
+        PairResult as PairResult,
+    )
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
@@ -147,67 +143,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-__all__ = [
-    "DIMENSIONS",
-    "Divergence",
-    "FieldDiff",
-    "PairResult",
-    "ReplayError",
-    "ReplayMode",
-    "ReplayResult",
-    "Target",
-    "TargetReport",
-    "pair_results",
-    "replay_many",
-    "replay_sample_key",
-    "replay_trace",
-    "request_overrides",
-    "ResponseCache",
-    "use_response_cache",
-    "CallHandle",
-    "ChatResult",
-    "FaultConfig",
-    "Fields",
-    "InputItem",
-    "LLMClient",
-    "LatencyConfig",
-    "NodeSpec",
-    "RecordResult",
-    "RetryPolicy",
-    "SAMPLE_KEY_HEADER",
-    "SimChoice",
-    "SimRequest",
-    "Simulator",
-    "SimulatorConfig",
-    "SimulatorProcess",
-    "Template",
-    "Text",
-    "ThreadPoolExecutor",
-    "TraceBuilder",
-    "bind",
-    "call_pipeline",
-    "check_loopback",
-    "complete",
-    "configure_llm",
-    "decide",
-    "declared_graph",
-    "derive_sample_key",
-    "gather",
-    "get_template",
-    "iteration",
-    "llm",
-    "load_pipeline",
-    "load_template_file",
-    "loop",
-    "new_run_id",
-    "node",
-    "record_corpus",
-    "retrieved",
-    "sim_model",
-    "sim_model_names",
-    "template",
-    "template_overrides",
-    "tool_step",
-    "trace_sample_key",
-    "use_llm",
-]
+__all__ = sorted(_EXPORTS)

@@ -11,7 +11,6 @@ Sample keys are derived up front from (seed, input_id, repeat).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -34,10 +33,12 @@ from quiver._trace import TraceWriter, iter_traces, write_traces
 
 from quiver.replay._instrument import TraceBuilder
 from quiver.replay._llm import LLMClient
+from quiver.replay._keys import trace_sample_key
 from quiver.replay._pipeline import check_pipeline_inputs
+from quiver.replay._keys import trace_sample_key
 from quiver.replay._pipeline import run_traced
 
-__all__ = ["InputItem", "RecordResult", "record_corpus", "trace_sample_key", "new_run_id"]
+__all__ = ["InputItem", "RecordResult", "record_corpus", "new_run_id"]
 
 log = logging.getLogger("quiver.record")
 
@@ -108,11 +109,6 @@ class RecordResult:
             "seconds": round(self.seconds, 3),
             "traces_path": str(self.traces_path),
         }
-
-
-def trace_sample_key(seed: int, input_id: str, repeat: int) -> str:
-    """The base sample key of one trace (calls derive theirs from it and their path)."""
-    return hashlib.sha256(f"{seed}|{input_id}|{repeat}".encode()).hexdigest()[:32]
 
 
 def new_run_id() -> str:

@@ -1,4 +1,4 @@
-"""Executors: where a campaign's replays run.
+"""Executors: where a campaign's replays run; the jobs, the worker and the registry.
 
 A campaign is a list of :class:`ReplayJob` (one perturbed replay each, sample keys fixed
 up front by the job's perturbation id, repeat and the campaign seed) and one
@@ -17,6 +17,26 @@ where or in which order the jobs ran.
 
 Both stop submitting when ``should_stop()`` turns true (a budget reached) and finish
 what is in flight.
+
+**Registry.** Executors register by class decorator under the name a spec's
+``executor.kind`` and ``quiver run --executor`` use; an executor builds itself from the
+spec's ``executor:`` block (:meth:`Executor.from_settings`) and says how many machines
+ran its jobs (:meth:`Executor.nodes_used`). Third-party executors come in through the
+entry-point group ``quiver.executors`` (an :class:`Executor` subclass, or a module that
+registers one), loaded the first time a name is not found::
+
+    @executor("threads-1")
+    class OneThread(Executor):
+        @classmethod
+        def from_settings(cls, settings):
+            return cls()
+
+        def run(self, context, jobs, on_done, should_stop):
+            worker = worker_for(context)
+            for job in jobs:
+                if should_stop():
+                    break
+                on_done(job.job_id, worker.run(job))
 """
 
 from __future__ import annotations
@@ -27,20 +47,23 @@ import hashlib
 import json
 import logging
 import os
-import queue
 import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._trace import Trace
 
-__all__ = ["ReplayJob", "ReplayContext", "LocalExecutor", "RayExecutor", "run_jobs", "Executor", "quiet_collector"]
+__all__ = [
+    "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",
+    "registered_executors", "make_executor", "DoneFn", "StopFn", "ENTRY_POINT_GROUP",
+]
 
 log = logging.getLogger("quiver.executor")
 
@@ -93,14 +116,13 @@ class ReplayContext:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
 
 
-class _Worker:
+class Worker:
     """The pipeline, client and mode of one context, loaded once per process."""
 
     def __init__(self, context: ReplayContext) -> None:
-        from quiver.replay._llm import ResponseCache
-        from quiver.replay._llm import LLMClient, RetryPolicy
+        from quiver.replay._llm import LLMClient, ResponseCache, RetryPolicy
         from quiver.replay._pipeline import load_pipeline
-        from quiver.replay._replayer import ReplayMode
+        from quiver.replay._replayer import Replayer, ReplayMode
 
         os.environ.update(context.environment)
         self.fn = load_pipeline(context.pipeline, Path(context.base_dir))
@@ -108,8 +130,11 @@ class _Worker:
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
         self.cache = ResponseCache(context.cache_dir) if context.cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
-        self.mode = ReplayMode.model_validate(context.mode)
-        self.graph = PipelineGraph.model_validate(context.graph) if context.graph is not None else None
+        self.replayer = Replayer(
+            self.fn, mode=ReplayMode.model_validate(context.mode), client=self.client,
+            graph=PipelineGraph.model_validate(context.graph) if context.graph is not None else None,
+            base_dir=Path(context.base_dir), run_id=context.run_id, seed=context.seed,
+        )
         self.context = context
         self._baselines: dict[str, Trace] = {}
 
@@ -126,16 +151,15 @@ class _Worker:
     def run(self, job: ReplayJob) -> dict[str, Any]:
         from quiver.perturbations import make_operator
 
-        from quiver.replay._replayer import Target, replay_trace
+        from quiver.replay._replayer import Target
 
         baseline = self.baseline(job.trace)
         try:
-            result = replay_trace(
-                baseline, self.fn, target=Target(job.node, job.occurrence),
+            result = self.replayer.replay(
+                baseline, target=Target(job.node, job.occurrence),
                 operator=make_operator(job.op, job.params) if job.op else None,
-                perturbation_id=job.perturbation_id, repeat=job.repeat, seed=self.context.seed, mode=self.mode,
-                client=self.client, graph=self.graph, base_dir=Path(self.context.base_dir),
-                run_id=self.context.run_id, templates=job.templates or None, sample_id=job.sample_id or None,
+                perturbation_id=job.perturbation_id, repeat=job.repeat, templates=job.templates or None,
+                sample_id=job.sample_id or None,
             )
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
@@ -145,16 +169,16 @@ class _Worker:
 _BASELINES_KEPT = 4096
 """Parsed baseline traces a worker keeps (then it starts over)."""
 
-_workers: dict[str, _Worker] = {}
+_workers: dict[str, Worker] = {}
 _workers_lock = threading.Lock()
 
 
-def _worker(context: ReplayContext) -> _Worker:
+def worker_for(context: ReplayContext) -> Worker:
     key = context.key()
     with _workers_lock:
         worker = _workers.get(key)
         if worker is None:
-            worker = _workers[key] = _Worker(context)
+            worker = _workers[key] = Worker(context)
     return worker
 
 
@@ -212,7 +236,7 @@ def quiet_collector() -> Iterator[None]:
 
 def run_jobs(context: ReplayContext, jobs: Sequence[ReplayJob], threads: int = 1) -> list[tuple[str, dict[str, Any]]]:
     """Replay ``jobs`` in this process: ``(job_id, replay result JSON)`` for each, in order."""
-    worker = _worker(context)
+    worker = worker_for(context)
     with quiet_collector():
         if threads <= 1 or len(jobs) <= 1:
             return [(job.job_id, worker.run(job)) for job in jobs]
@@ -220,169 +244,110 @@ def run_jobs(context: ReplayContext, jobs: Sequence[ReplayJob], threads: int = 1
             return list(zip([j.job_id for j in jobs], pool.map(worker.run, jobs)))
 
 
-class Executor:
-    """Runs jobs and reports each finished one to ``on_done``."""
+class Executor(ABC):
+    """Runs a campaign's jobs and reports each finished one to ``on_done``.
 
-    name = "executor"
+    Subclasses register with :func:`executor`, build themselves from the spec's
+    ``executor:`` block in :meth:`from_settings`, and implement :meth:`run`.
 
-    def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
-        raise NotImplementedError
-
-
-class LocalExecutor(Executor):
-    """Threads in this process, ``concurrency`` replays at once."""
-
-    name = "local"
-
-    def __init__(self, concurrency: int = 8) -> None:
-        if concurrency < 1:
-            raise QuiverError(f"executor concurrency must be at least 1; got {concurrency}")
-        self.concurrency = concurrency
-
-    def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
-        worker = _worker(context)
-        # ``concurrency`` long-lived threads, each taking the next job as soon as its
-        # replay ends, and no lock anywhere on that path: a thread that holds a lock
-        # can lose the interpreter lock to one of the other replay threads and keep
-        # every thread that wants its lock waiting meanwhile. With a thread pool
-        # refilled from done callbacks under a lock, py-spy found half of the replay
-        # threads' samples waiting on that lock. The deque's popleft and the queue's
-        # put are atomic. Finished replays reach this loop in the order they finish;
-        # on_done runs here, in this thread, one at a time.
-        todo = deque(jobs)
-        finished: queue.SimpleQueue[tuple[ReplayJob | None, dict[str, Any] | BaseException | None]] = (
-            queue.SimpleQueue()
-        )
-        closed = threading.Event()
-
-        def slot() -> None:
-            try:
-                while not closed.is_set() and not should_stop():
-                    try:
-                        job = todo.popleft()
-                    except IndexError:
-                        return
-                    try:
-                        data: dict[str, Any] | BaseException = worker.run(job)
-                    except BaseException as exc:  # reported to the driver, which raises it
-                        data = exc
-                    finished.put((job, data))
-            finally:
-                finished.put((None, None))  # this slot is done
-
-        threads = [
-            threading.Thread(target=slot, name=f"quiver-replay-{i}", daemon=True)
-            for i in range(min(self.concurrency, len(todo)))
-        ]
-        with quiet_collector():
-            try:
-                for thread in threads:
-                    thread.start()
-                running = len(threads)
-                while running:
-                    job, data = finished.get()
-                    if job is None:
-                        running -= 1
-                    elif isinstance(data, BaseException):
-                        raise data
-                    else:
-                        assert data is not None
-                        on_done(job.job_id, data)
-            finally:
-                closed.set()  # the slots finish the replays they hold and take no more
-                for thread in threads:
-                    if thread.is_alive():
-                        thread.join()
-
-
-def _ray_batch(context: ReplayContext, jobs: list[ReplayJob], threads: int) -> dict[str, Any]:
-    """A Ray task: replay a batch; report which node ran it."""
-    import ray
-
-    return {"node": ray.get_runtime_context().get_node_id(), "results": run_jobs(context, jobs, threads)}
-
-
-class RayExecutor(Executor):
-    """Ray tasks, ``batch_size`` jobs each, on a local instance or a cluster.
-
-    Args:
-        address: A cluster to connect to (``ray://...`` or ``host:port``); None starts
-            or reuses a local instance.
-        num_cpus: CPUs of a local instance (default: the machine's).
-        batch_size: Jobs per task.
-        max_in_flight: Tasks pending at once (default: 4 per CPU of the cluster).
-        max_retries: Ray's retries of a task whose worker died.
-        task_cpus: CPUs reserved per task (replays wait on LLM calls: a fraction).
-        threads: Replays run at once inside one task.
+    Attributes:
+        name: The registered name (set by :func:`executor`).
     """
 
-    name = "ray"
+    name: ClassVar[str] = ""
 
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        num_cpus: int | None = None,
-        batch_size: int = 8,
-        max_in_flight: int | None = None,
-        max_retries: int = 3,
-        task_cpus: float = 0.25,
-        threads: int = 4,
-    ) -> None:
-        if batch_size < 1:
-            raise QuiverError(f"executor batch_size must be at least 1; got {batch_size}")
-        self.address = address
-        self.num_cpus = num_cpus
-        self.batch_size = batch_size
-        self.max_in_flight = max_in_flight
-        self.max_retries = max_retries
-        self.task_cpus = task_cpus
-        self.threads = threads
-        self.nodes: set[str] = set()
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Executor:
+        """The executor a spec's ``executor:`` block describes (its fields as a mapping:
+        ``concurrency``, ``address``, ``batch_size``, ``max_in_flight``, ``max_retries``,
+        and ``options``, a free mapping for an executor's own settings)."""
 
-    def _connect(self) -> Any:
-        try:
-            import ray
-        except ImportError:
-            raise QuiverError(
-                "executor ray needs Ray: pip install 'quiver-engine[ray]' (or use executor: local)"
-            ) from None
-        if not ray.is_initialized():
-            if self.address:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
-        return ray
-
+    @abstractmethod
     def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
-        ray = self._connect()
-        task = ray.remote(_ray_batch).options(
-            num_cpus=self.task_cpus, max_retries=self.max_retries, scheduling_strategy="SPREAD"
+        """Replay ``jobs`` (see the module docstring); raise what cannot be reported per job."""
+
+    def nodes_used(self) -> int:
+        """How many machines ran jobs in the last :meth:`run` (this process counts one)."""
+        return 1
+
+
+ENTRY_POINT_GROUP = "quiver.executors"
+"""The entry-point group third-party executors are published under."""
+
+_REGISTRY: dict[str, type[Executor]] = {}
+_FAILED_ENTRY_POINTS: dict[str, str] = {}
+_entry_points_loaded = False
+E = TypeVar("E", bound=type[Executor])
+
+
+def executor(name: str) -> Callable[[E], E]:
+    """Class decorator registering an :class:`Executor` subclass as ``name``.
+
+    Raises:
+        QuiverError: ``name`` is empty or taken by another class, or the class is not an
+            :class:`Executor`.
+    """
+
+    def decorate(cls: E) -> E:
+        _register(name, cls)
+        return cls
+
+    return decorate
+
+
+def _register(name: str, cls: Any) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise QuiverError(f"an executor name must be a non-empty string; got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Executor)):
+        raise QuiverError(f"executor {name!r} must be a subclass of quiver.replay.Executor; got {cls!r}")
+    known = _REGISTRY.get(name)
+    if known is not None and known is not cls:
+        raise QuiverError(
+            f"executor name {name!r} is already registered by {known.__module__}.{known.__qualname__}; "
+            f"{cls.__module__}.{cls.__qualname__} needs another name"
         )
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        limit = self.max_in_flight or max(2, 4 * cpus)
-        batches = [list(jobs[i : i + self.batch_size]) for i in range(0, len(jobs), self.batch_size)]
-        context_ref = ray.put(context)
-        pending: dict[Any, tuple[list[ReplayJob], int]] = {}
-        while batches or pending:
-            while batches and len(pending) < limit and not should_stop():
-                batch = batches.pop(0)
-                pending[task.remote(context_ref, batch, self.threads)] = (batch, 0)
-            if not pending:
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                batch, resubmitted = pending.pop(ref)
-                try:
-                    out = ray.get(ref)
-                except Exception as exc:  # the worker died after Ray's own retries
-                    if resubmitted < 1:
-                        log.warning("a Ray task of %d job(s) failed (%s); submitting it again", len(batch), exc)
-                        pending[task.remote(context_ref, batch, self.threads)] = (batch, resubmitted + 1)
-                    else:
-                        for job in batch:
-                            on_done(job.job_id, {"error": f"worker failed: {type(exc).__name__}: {exc}"})
-                    continue
-                self.nodes.add(out["node"])
-                for job_id, result in out["results"]:
-                    on_done(job_id, result)
+    cls.name = name
+    _REGISTRY[name] = cls
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = ep.load()
+            if isinstance(loaded, type):
+                _register(ep.name, loaded)
+            elif ep.name not in _REGISTRY:
+                raise QuiverError(f"it registered no executor named {ep.name!r}")
+        except Exception as exc:  # a broken plugin must not hide the other executors
+            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
+
+
+def registered_executors() -> dict[str, type[Executor]]:
+    """Every registered executor by name, those from entry points included."""
+    _load_entry_points()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def make_executor(name: str, settings: Mapping[str, Any] | None = None) -> Executor:
+    """The executor registered as ``name``, built from ``settings`` (a spec's ``executor:`` block).
+
+    Raises:
+        QuiverError: No executor has that name (the message lists the registered ones), or
+            its entry point failed to load.
+    """
+    if name not in _REGISTRY:
+        _load_entry_points()
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        if name in _FAILED_ENTRY_POINTS:
+            raise QuiverError(f"executor {name!r} could not be loaded from {_FAILED_ENTRY_POINTS[name]}")
+        raise QuiverError(
+            f"unknown executor {name!r}; the registered executors are {', '.join(sorted(_REGISTRY))} "
+            f"(third-party executors register in the entry-point group '{ENTRY_POINT_GROUP}')"
+        )
+    return cls.from_settings(dict(settings or {}))

@@ -35,15 +35,15 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from quiver._canonical import content_hash, to_jsonable
-from pydantic import ValidationError
-
 from quiver._errors import InstrumentationError
-from quiver._graph import NodeSpec as GraphNode
-from quiver._graph import PipelineGraph
-from quiver._trace import CallKind, RetrievalDoc, ToolStep
+
+if TYPE_CHECKING:  # the graph and the trace model load when a recording or a declaration needs them
+    from quiver._graph import NodeSpec as GraphNode
+    from quiver._graph import PipelineGraph
+    from quiver._trace import CallKind, RetrievalDoc, ToolStep
 
 from .threads import ReusingThreadPool
 from .context import (
@@ -168,6 +168,8 @@ def _perturbed(directive: Any) -> contextlib.AbstractContextManager[Any]:
 def _autofill(record: CallRecord, output: Any) -> None:
     """Fill a tool or retrieval call's contract fields from its output when not given."""
     if record.kind == "tool" and record.tool is None:
+        from quiver._trace import ToolStep
+
         record.tool = ToolStep(
             name=record.node, args=record.tags.get("_args", {}), response=to_jsonable(output),
             response_hash=content_hash(output),
@@ -372,12 +374,16 @@ _declared: dict[str, NodeSpec] = {}
 def _declaration(fields: Mapping[str, Any] | None, output: Mapping[str, Any] | None) -> GraphNode | None:
     if fields is None and output is None:
         return None
+    from pydantic import ValidationError
+
+    from quiver._graph import NodeSpec as GraphNode
+
     try:
         return GraphNode.model_validate({"fields": fields, "output": output})
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InstrumentationError(f"quiver.node field declaration {where}: {first['msg']}") from None
+        raise InstrumentationError(f"quiver.node field declaration {where}: {str(first['msg']).removeprefix('Value error, ')}") from None
 
 
 def _declare(name: str, spec: NodeSpec) -> None:
@@ -392,6 +398,9 @@ def declared_graph() -> PipelineGraph:
     every node's declared ``parents=``. Complete it from recorded traces with
     ``quiver.infer_graph(traces, base=declared_graph())``.
     """
+    from quiver._graph import NodeSpec as GraphNode
+    from quiver._graph import PipelineGraph
+
     nodes = {name: spec.declared for name, spec in _declared.items() if spec.declared is not None}
     edges = [(p, name) for name, spec in _declared.items() for p in spec.parents]
     for p, _ in edges:
@@ -570,6 +579,8 @@ def _looks_like_docs(value: Any) -> bool:
 
 
 def _docs(docs: Iterable[Any]) -> list[RetrievalDoc]:
+    from quiver._trace import RetrievalDoc
+
     out = []
     for rank, d in enumerate(docs):
         if isinstance(d, Mapping):
@@ -619,6 +630,8 @@ def tool_step(name: str, args: Mapping[str, Any], response: Any) -> None:
     """
     if current_builder.get() is None:
         return
+    from quiver._trace import ToolStep
+
     step = ToolStep(
         name=name, args=to_jsonable(dict(args)), response=to_jsonable(response),
         response_hash=content_hash(response),

@@ -22,20 +22,21 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quiver._canonical import content_hash, to_jsonable
-from quiver._trace import (
-    CallError,
-    CallKind,
-    LLMResponse,
-    ModelInfo,
-    NodeCall,
-    PromptInfo,
-    RetrievalDoc,
-    ToolStep,
-    Trace,
-)
+if TYPE_CHECKING:  # the trace model loads when a trace is finished
+    from quiver._trace import (
+        CallError,
+        CallKind,
+        LLMResponse,
+        ModelInfo,
+        NodeCall,
+        PromptInfo,
+        RetrievalDoc,
+        ToolStep,
+        Trace,
+    )
 
 __all__ = [
     "Scope",
@@ -245,6 +246,8 @@ class TraceBuilder:
         record.output = to_jsonable(output)
         record.ended_at = self.now()
         if error is not None:
+            from quiver._trace import CallError
+
             record.error = CallError(type=type(error).__name__, message=str(error))
             return
         self._index_output(record)
@@ -282,6 +285,8 @@ class TraceBuilder:
 
     def finish(self, output: Any = None, error: BaseException | None = None) -> Trace:
         """Assign occurrences and call ids in program order and build the trace."""
+        from quiver._trace import CallError, Trace
+
         with self._lock:
             records = sorted(self._calls, key=lambda r: r.key)
         ids = {id(r): f"c{i}" for i, r in enumerate(records)}
@@ -305,6 +310,8 @@ class TraceBuilder:
 
 
 def _to_node_call(r: CallRecord, call_id: str, occurrence: int, ids: dict[int, str]) -> NodeCall:
+    from quiver._trace import NodeCall
+
     return NodeCall(
         call_id=call_id, node=r.node, occurrence=occurrence, iteration=r.iteration, loop=r.loop,
         call_path=r.call_path, kind=r.kind, parents=[ids[id(p)] for p in r.parents],

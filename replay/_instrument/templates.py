@@ -22,11 +22,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quiver._canonical import canonical_json, content_hash
 from quiver._errors import InstrumentationError
-from quiver._trace import Message, PromptInfo
+
+if TYPE_CHECKING:
+    from quiver._trace import PromptInfo
 
 __all__ = [
     "Template",
@@ -70,6 +72,8 @@ class Template:
 
     def render(self, variables: Mapping[str, Any]) -> PromptInfo:
         """Fill in ``variables`` and return the prompt as the trace records it."""
+        from quiver._trace import Message, PromptInfo
+
         missing = [v for v in self.variables if v not in variables]
         if missing:
             raise InstrumentationError(

@@ -1,23 +1,27 @@
 """The LLM client: the OpenAI SDK with the engine's retries and the replay contract.
 
-* ``client``: :class:`LLMClient` and the per-context client;
+* ``client``: :class:`LLMClient` (transport, retries, the response cache);
+* ``contract``: one chat call as the trace records it, and as a replay serves it;
+* ``current``: the client, request overrides and cache switch in force in a context;
 * ``cache``: responses cached on disk by request and sample key.
 """
 
 from __future__ import annotations
 
 from .cache import ResponseCache
-from .client import RetryPolicy, LLMClient, ChatResult, llm, configure_llm, derive_sample_key, use_llm, request_overrides, use_response_cache
+from .client import LLMClient, MalformedCompletion, RetryPolicy
+from .contract import ChatResult
+from .current import configure_llm, llm, request_overrides, use_llm, use_response_cache
 
 __all__ = [
     "ResponseCache",
-    "RetryPolicy",
     "LLMClient",
+    "MalformedCompletion",
+    "RetryPolicy",
     "ChatResult",
-    "llm",
     "configure_llm",
-    "derive_sample_key",
-    "use_llm",
+    "llm",
     "request_overrides",
+    "use_llm",
     "use_response_cache",
 ]

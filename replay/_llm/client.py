@@ -27,10 +27,7 @@ simulator does; other endpoints ignore the header).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import email.utils
-import hashlib
 import itertools
 import json
 import os
@@ -39,8 +36,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import openai
@@ -53,20 +49,15 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from quiver._canonical import to_jsonable
 from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
-from quiver._trace import LLMResponse, ModelInfo, PromptInfo
+from quiver.replay._instrument import Template
+from quiver.replay._keys import SAMPLE_KEY_HEADER
 
 from .cache import ResponseCache
-from quiver.replay._instrument import CallRecord, current_builder, current_call
-from quiver.replay._instrument import OpenCall, child_call
-from quiver.replay._sim import SAMPLE_KEY_HEADER
-from quiver.replay._instrument import Template, get_template
+from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt, parse_json, wants_json
+from .current import current_overrides, response_cache_enabled
 
-__all__ = [
-    "RetryPolicy", "LLMClient", "ChatResult", "llm", "configure_llm", "derive_sample_key", "use_llm",
-    "request_overrides", "use_response_cache",
-]
+__all__ = ["RetryPolicy", "LLMClient", "MalformedCompletion"]
 
 
 class RetryPolicy(BaseModel):
@@ -82,31 +73,6 @@ class RetryPolicy(BaseModel):
     """Longest backoff wait."""
     max_retry_after_s: float = Field(default=120.0, gt=0)
     """Longest wait a server's Retry-After may impose."""
-
-
-@dataclass
-class ChatResult:
-    """What :meth:`LLMClient.chat` returns."""
-
-    content: str
-    """The raw text of the first choice."""
-    data: Any = None
-    """The parsed JSON, when a JSON response format was requested."""
-    model: str | None = None
-    """The model the endpoint reported."""
-    usage: dict[str, int] = field(default_factory=dict)
-    logprobs: list[dict[str, Any]] | None = None
-    attempts: int = 1
-
-    @property
-    def value(self) -> Any:
-        """``data`` when the response is JSON, else ``content``."""
-        return self.data if self.data is not None else self.content
-
-
-def derive_sample_key(base: str, call_path: str) -> str:
-    """The sample key of one call: a hash of the trace's key and the call's path."""
-    return hashlib.sha256(f"{base}|{call_path}".encode()).hexdigest()[:32]
 
 
 def _reason(exc: BaseException) -> str | None:
@@ -181,9 +147,6 @@ def _response_format(value: Any) -> dict[str, Any] | None:
     raise InstrumentationError(
         f"response_format must be a dict or a pydantic model class; got {type(value).__name__}"
     )
-
-
-_claim_lock = threading.Lock()
 
 
 class LLMClient:
@@ -289,21 +252,21 @@ class LLMClient:
                 client.close()
 
     # -- internals -------------------------------------------------------------------
-    def _prepare(self, template: str | Template | None, kwargs: dict[str, Any]) -> _PendingChat:
-        options = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
+    def _prepare(self, template: str | Template | None, kwargs: dict[str, Any]) -> PendingChat:
+        options = {k: kwargs.pop(k) for k in OPTION_NAMES if k in kwargs}
         variables = {**kwargs.pop("variables", {}), **kwargs}
-        prompt = _prompt(template, options.pop("messages", None), variables)
-        params = {**self.params, **{k: v for k, v in options.items() if k in _PARAM_NAMES and v is not None}}
-        overrides = _request_overrides.get() or {}
-        params.update({k: v for k, v in overrides.items() if k in _PARAM_NAMES})
+        prompt = build_prompt(template, options.pop("messages", None), variables, extra=kwargs)
+        params = {**self.params, **{k: v for k, v in options.items() if k in PARAM_NAMES and v is not None}}
+        overrides = current_overrides() or {}
+        params.update({k: v for k, v in overrides.items() if k in PARAM_NAMES})
         if "response_format" in params:
             params["response_format"] = _response_format(params["response_format"])
         model = overrides.get("model") or options.get("model") or self.model
         if not model:
             raise InstrumentationError("no model given: pass model= to chat() or to LLMClient(model=...)")
-        return _PendingChat.open(self, model, params, prompt, options.get("name"))
+        return PendingChat.open(self, model, params, prompt, options.get("name"))
 
-    def _request(self, call: _PendingChat) -> dict[str, Any]:
+    def _request(self, call: PendingChat) -> dict[str, Any]:
         """The request body, and the sample key header as ``extra_headers`` (the response
         cache's key covers both)."""
         body: dict[str, Any] = {
@@ -315,7 +278,7 @@ class LLMClient:
             body["extra_headers"] = {SAMPLE_KEY_HEADER: call.sample_key}
         return body
 
-    def _retrying_kwargs(self, call: _PendingChat) -> dict[str, Any]:
+    def _retrying_kwargs(self, call: PendingChat) -> dict[str, Any]:
         policy = self.retry
 
         def wait(state: RetryCallState) -> float:
@@ -338,8 +301,8 @@ class LLMClient:
             "reraise": True,
         }
 
-    def _cache_key(self, call: _PendingChat, request: dict[str, Any]) -> str | None:
-        if self.cache is None or not call.sample_key or not _cache_enabled.get():
+    def _cache_key(self, call: PendingChat, request: dict[str, Any]) -> str | None:
+        if self.cache is None or not call.sample_key or not response_cache_enabled():
             return None
         return self.cache.key(request, call.sample_key)
 
@@ -363,7 +326,7 @@ class LLMClient:
         headers = body.pop("extra_headers", None)
         return {"cast_to": bytes, "body": body, "options": {"headers": headers} if headers else {}}
 
-    def _send_sync(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+    def _send_sync(self, call: PendingChat) -> tuple[dict[str, Any], int]:
         request = self._request(call)
         key = self._cache_key(call, request)
         cached = self._cached(key)
@@ -382,7 +345,7 @@ class LLMClient:
             raise _mapped(exc, attempts) from exc
         raise LLMUnavailable("no attempt was made")  # pragma: no cover - tenacity always tries once
 
-    async def _send_async(self, call: _PendingChat) -> tuple[dict[str, Any], int]:
+    async def _send_async(self, call: PendingChat) -> tuple[dict[str, Any], int]:
         request = self._request(call)
         key = self._cache_key(call, request)
         cached = self._cached(key)
@@ -426,7 +389,7 @@ class LLMClient:
                 self._async[loop] = client
         return client
 
-    def _finish(self, call: _PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
+    def _finish(self, call: PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
         choice = response["choices"][0]
         content = choice["message"].get("content") or ""
         logprobs = None
@@ -434,7 +397,7 @@ class LLMClient:
         if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
             logprobs = [_logprob(t) for t in choice_logprobs["content"]]
         usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
-        data = _parse_json(content, call) if _wants_json(call.params) else None
+        data = parse_json(content, call) if wants_json(call.params) else None
         result = ChatResult(
             content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
             attempts=max(attempts, 1),
@@ -455,37 +418,9 @@ class LLMClient:
 _SYNC_POOLS = 8
 """SDK clients (connection pools) synchronous calls go round."""
 
-_PARAM_NAMES = ("temperature", "top_p", "seed", "max_tokens", "response_format", "logprobs", "top_logprobs")
-_OPTION_NAMES = (*_PARAM_NAMES, "messages", "model", "name")
-
-
 def _jitter() -> float:
     """Backoff jitter in [0, 1): random on purpose, so that clients spread out."""
     return random.random()
-
-
-def _prompt(template: str | Template | None, messages: Any, variables: Mapping[str, Any]) -> PromptInfo:
-    if (template is None) == (messages is None):
-        raise InstrumentationError("chat() needs either a template (id or Template) or messages=, not both")
-    if template is not None:
-        resolved = get_template(template.id if isinstance(template, Template) else template)
-        return resolved.render(variables)
-    return PromptInfo(assembled=[m if isinstance(m, dict) else dict(m) for m in messages])
-
-
-def _wants_json(params: Mapping[str, Any]) -> bool:
-    fmt = params.get("response_format")
-    return isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object")
-
-
-def _parse_json(content: str, call: _PendingChat) -> Any:
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise LLMError(
-            f"model {call.model!r} answered {call.label} with text that is not JSON "
-            f"({exc.msg} at column {exc.colno}) although a JSON response format was requested"
-        ) from None
 
 
 def _mapped(exc: BaseException, attempts: int) -> BaseException:
@@ -499,172 +434,3 @@ def _mapped(exc: BaseException, attempts: int) -> BaseException:
     return exc
 
 
-class _PendingChat:
-    """One chat call in flight and the trace record it writes to."""
-
-    def __init__(
-        self,
-        client: LLMClient,
-        model: str,
-        params: dict[str, Any],
-        prompt: PromptInfo,
-        record: CallRecord | None,
-        opened: OpenCall | None,
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.params = params
-        self.prompt = prompt
-        self.record = record
-        self.opened = opened
-        builder = current_builder.get()
-        self.builder = builder
-        self.sample_key = (
-            derive_sample_key(builder.sample_key, record.call_path)
-            if builder is not None and builder.sample_key and record is not None
-            else None
-        )
-
-    @property
-    def label(self) -> str:
-        return f"call {self.record.call_path}" if self.record else "a call"
-
-    @classmethod
-    def open(
-        cls, client: LLMClient, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
-    ) -> _PendingChat:
-        record = current_call.get()
-        info = ModelInfo(name=model, params=to_jsonable(params))
-        if current_builder.get() is None:
-            return cls(client, model, params, prompt, None, None)
-        with _claim_lock:
-            claimable = record is not None and record.kind == "llm" and record.model is None
-            if claimable:
-                assert record is not None
-                record.model = info
-        if claimable:
-            record.prompt = prompt  # type: ignore[union-attr]
-            return cls(client, model, params, prompt, record, None)
-        node_name = name or prompt.template_id or "llm"
-        opened = child_call(node_name, "llm", {"messages": [m.content for m in prompt.assembled], "params": params})
-        opened.enter()
-        assert opened.record is not None
-        opened.record.model = info
-        opened.record.prompt = prompt
-        return cls(client, model, params, prompt, opened.record, opened)
-
-    def served(self) -> ChatResult | None:
-        """The recorded response, when a replay serves this call from the recording.
-
-        The record's directive says: ``serve`` (the model and prompt are frozen: the
-        recorded response and prompt stand, provided the model and parameters asked
-        for are the recorded ones), ``serve_if_same`` (only when the request, prompt
-        included, equals the recorded one) or ``live``.
-        """
-        directive = self.record.replay if self.record is not None else None
-        recorded = getattr(directive, "recorded", None)
-        if directive is None or directive.llm == "live" or recorded is None or recorded.response is None:
-            return None
-        if recorded.model is None or recorded.model.name != self.model or recorded.model.params != to_jsonable(self.params):
-            return None
-        if directive.llm == "serve_if_same" and (
-            recorded.prompt is None or recorded.prompt.assembled != self.prompt.assembled
-        ):
-            return None
-        response = recorded.response
-        result = ChatResult(
-            content=response.content, data=_parse_json(response.content, self) if _wants_json(self.params) else None,
-            model=recorded.model.version, usage=dict(response.usage), logprobs=response.logprobs,
-            attempts=response.attempts,
-        )
-        assert self.record is not None
-        if recorded.prompt is not None:
-            self.prompt = recorded.prompt
-            self.record.prompt = recorded.prompt
-        self.succeed(result, response.finish_reason, recorded.tags.get("system_fingerprint"))
-        with self.client._lock:
-            self.client.stats["served"] += 1
-        return result
-
-    def note_retry(self, reason: str) -> None:
-        with self.client._lock:
-            self.client.stats[f"retry_{reason}"] += 1
-        if self.builder is not None:
-            with self.builder._lock:
-                self.builder.retries[reason] += 1
-
-    def succeed(self, result: ChatResult, finish_reason: str | None, fingerprint: str | None) -> None:
-        if self.record is not None:
-            self.record.model = ModelInfo(name=self.model, version=result.model, params=to_jsonable(self.params))
-            self.record.response = LLMResponse(
-                content=result.content, finish_reason=finish_reason, usage=result.usage,
-                logprobs=result.logprobs, attempts=result.attempts,
-            )
-            if fingerprint:
-                self.record.tags["system_fingerprint"] = fingerprint
-        if self.opened is not None:
-            self.opened.exit(result.value, None)
-
-    def fail(self, exc: BaseException) -> None:
-        if self.opened is not None:
-            self.opened.exit(None, exc)
-            self.opened = None
-
-
-_cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
-
-
-def use_response_cache(enabled: bool) -> contextvars.Token[bool]:
-    """Whether LLM calls in the current context may be answered from the client's
-    response cache (on by default when the client has one; a replay sets it from its
-    mode: downstream ``live`` or ``cached``)."""
-    return _cache_enabled.set(enabled)
-
-
-_request_overrides: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
-    "quiver_request_overrides", default=None
-)
-
-
-@contextlib.contextmanager
-def request_overrides(params: Mapping[str, Any]) -> Iterator[None]:
-    """Send every LLM request made within the block with ``params`` changed.
-
-    ``model`` replaces the model; ``temperature``, ``top_p``, ``seed``, ``max_tokens``
-    and the other request parameters replace the call's own. What a replay's
-    ``param_change`` perturbation uses on its target.
-    """
-    token = _request_overrides.set({**(_request_overrides.get() or {}), **params})
-    try:
-        yield
-    finally:
-        _request_overrides.reset(token)
-
-
-_current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)
-_default_llm: list[LLMClient] = []
-
-
-def configure_llm(client: LLMClient | None) -> None:
-    """Set the process-wide client that :func:`llm` returns outside a recording."""
-    _default_llm[:] = [client] if client is not None else []
-
-
-def use_llm(client: LLMClient) -> contextvars.Token[LLMClient | None]:
-    """Make ``client`` the one :func:`llm` returns in the current context."""
-    return _current_llm.set(client)
-
-
-def llm() -> LLMClient:
-    """The LLM client configured for the current run.
-
-    ``quiver record`` and campaigns set it from the spec's ``llm:`` block; elsewhere
-    call :func:`configure_llm` once.
-    """
-    client = _current_llm.get() or (_default_llm[0] if _default_llm else None)
-    if client is None:
-        raise InstrumentationError(
-            "no LLM client is configured: run the pipeline under `quiver record`, or call "
-            "quiver.configure_llm(quiver.LLMClient(base_url=..., model=...)) first"
-        )
-    return client

@@ -1,26 +1,27 @@
 """Frozen replay: re-running a pipeline on a recorded trace, one node perturbed.
 
 * ``results``: the replay mode, the target, what a replay gives back;
-* ``builder``: matching calls to the recording and deciding what each does.
+* ``builder``: matching calls to the recording and deciding what each does;
+* ``run``: :class:`Replayer` (what every replay of a run shares) and ``replay_trace``.
 """
 
 from __future__ import annotations
 
-from .results import DIMENSIONS, ReplayMode, Target, TargetReport, ReplayResult, ReplayError, replay_sample_key, replay_identity, sample_ids, Dimension
-from .builder import ReplayBuilder, replay_trace, replay_many
+from .builder import ReplayBuilder, template_from_ref
+from .results import DIMENSIONS, Dimension, ReplayError, ReplayMode, ReplayResult, Target
+from .run import Replayer, ReplayerSettings, replay_many, replay_trace
 
 __all__ = [
     "DIMENSIONS",
+    "Dimension",
     "ReplayMode",
     "Target",
-    "TargetReport",
     "ReplayResult",
     "ReplayError",
-    "replay_sample_key",
-    "replay_identity",
-    "sample_ids",
-    "Dimension",
     "ReplayBuilder",
+    "template_from_ref",
+    "Replayer",
+    "ReplayerSettings",
     "replay_trace",
     "replay_many",
 ]

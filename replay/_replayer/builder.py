@@ -46,11 +46,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import hashlib
-import logging
 import random
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,42 +55,25 @@ from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._trace import NodeCall, Trace
-from quiver.perturbations import ExecutionChange, Operator, OperatorContext
-
-from quiver._trace import PERTURBED_TAG, Divergence, call_diff, call_names, trace_diff
-from quiver.replay._instrument import CallRecord, Directive, Scope, TraceBuilder, current_builder
-from quiver.replay._llm import LLMClient, llm, request_overrides
-from .results import (
-    _KIND_DIMENSIONS,
-    DIMENSIONS,
-    ReplayError,
-    ReplayMode,
-    ReplayResult,
-    Target,
-    TargetReport,
-    replay_identity,
-    replay_sample_key,
-    sample_ids,
+from quiver._trace import PERTURBED_TAG, Divergence, TargetReport, call_diff, call_names, trace_diff
+from quiver.perturbations import ExecutionChange, Operator, OperatorContext, TemplateRef
+from quiver.replay._instrument import (
+    CallRecord,
+    Directive,
+    Scope,
+    Template,
+    TraceBuilder,
+    current_builder,
+    get_template,
+    load_template_file,
+    template_overrides,
 )
-from quiver.replay._pipeline import run_traced
-from quiver.replay._instrument import Template, get_template, load_template_file, template_overrides
+from quiver.replay._keys import operator_call_key, operator_seed
+from quiver.replay._llm import LLMClient, llm, request_overrides
 
-__all__ = [
-    "DIMENSIONS",
-    "ReplayMode",
-    "Target",
-    "TargetReport",
-    "ReplayResult",
-    "ReplayError",
-    "ReplayBuilder",
-    "replay_trace",
-    "replay_many",
-    "replay_sample_key",
-    "replay_identity",
-    "sample_ids",
-]
+from .results import _KIND_DIMENSIONS, ReplayError, ReplayMode, Target
 
-log = logging.getLogger("quiver.replay")
+__all__ = ["ReplayBuilder", "template_from_ref"]
 
 # --------------------------------------------------------------------------- paths
 
@@ -254,7 +234,7 @@ class ReplayBuilder(TraceBuilder):
 
     # -- the target -------------------------------------------------------------------
     def _operator_context(self, recorded: NodeCall) -> OperatorContext:
-        seed = int(hashlib.sha256(f"{self.sample_key}|operator".encode()).hexdigest()[:16], 16)
+        seed = operator_seed(self.sample_key or "")
         return OperatorContext(
             node=recorded.node,
             spec=self.graph.nodes.get(recorded.node) if self.graph is not None else None,
@@ -279,7 +259,7 @@ class ReplayBuilder(TraceBuilder):
         scratch = TraceBuilder(
             trace_id=f"{self.trace_id}/operator", run_id=self.run_id, pipeline=self.pipeline,
             input_id=self.input_id, repeat=self.repeat, inputs={},
-            sample_key=hashlib.sha256(f"{self.sample_key}|{recorded.call_path}|operator".encode()).hexdigest()[:32],
+            sample_key=operator_call_key(self.sample_key or "", recorded.call_path),
         )
 
         def call() -> str:
@@ -293,7 +273,7 @@ class ReplayBuilder(TraceBuilder):
 
     @contextlib.contextmanager
     def _execution_change(self, change: ExecutionChange) -> Iterator[None]:
-        templates = {tid: _variant(tid, ref, self.base_dir) for tid, ref in change.templates.items()}
+        templates = {tid: template_from_ref(tid, ref) for tid, ref in change.templates.items()}
         with template_overrides(templates), request_overrides(change.params):
             yield
 
@@ -436,116 +416,10 @@ def _find_target(trace: Trace, target: Target) -> NodeCall:
     )
 
 
-def _variant(template_id: str, ref: str, base_dir: Path | None) -> Template:
-    """The template a prompt swap puts in place of ``template_id``: a file or a registered id."""
-    path = Path(ref)
-    if path.suffix or "/" in ref or "\\" in ref:
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        if not path.is_file():
-            raise ReplayError(f"prompt variant {ref!r} for template {template_id!r}: no file at {path}")
-        return Template(template_id, load_template_file(path))
+def template_from_ref(template_id: str, ref: TemplateRef) -> Template:
+    """The template that stands in for ``template_id``: the file's, or the registered one's."""
     try:
-        return Template(template_id, get_template(ref).messages)
+        messages = load_template_file(ref.path) if ref.path is not None else get_template(ref.ref).messages
     except QuiverError as exc:
-        raise ReplayError(f"prompt variant {ref!r} for template {template_id!r}: {exc}") from None
-
-
-# --------------------------------------------------------------------------- running
-
-
-def replay_trace(
-    baseline: Trace,
-    pipeline: Callable[..., Any],
-    *,
-    target: Target | None = None,
-    operator: Operator | None = None,
-    perturbation_id: str | None = None,
-    repeat: int = 0,
-    seed: int = 0,
-    mode: ReplayMode | None = None,
-    client: LLMClient | None = None,
-    graph: PipelineGraph | None = None,
-    base_dir: Path | None = None,
-    run_id: str = "replay",
-    templates: Mapping[str, str] | None = None,
-    sample_id: str | None = None,
-) -> ReplayResult:
-    """Replay one recorded trace, with ``operator`` applied at ``target`` if given.
-
-    Args:
-        baseline: The recorded trace.
-        pipeline: The pipeline function that recorded it (called with its inputs).
-        target: The call to perturb; None replays everything frozen (the determinism
-            check when ``mode`` freezes every dimension).
-        operator: The perturbation (see :mod:`quiver.perturbations`); None with a
-            target runs the target live unchanged.
-        perturbation_id: Names the perturbation in sample keys and the trace id
-            (default: the operator's name, or ``check``).
-        repeat: The repeat of this (trace, perturbation): a different sample key.
-        seed: The campaign seed.
-        mode: What is frozen (default: every dimension).
-        client: The LLM client for live calls (default: the configured one).
-        graph: Field types and categories, for operators that need them.
-        base_dir: Where relative template paths of an operator resolve.
-        run_id: The replay's run id.
-        templates: Template id -> replacement (a template file, relative to
-            ``base_dir``, or a registered id), in force for the whole replay: every
-            live call that renders one of these templates renders its replacement (a
-            template change deployed: the target and its later occurrences). Calls
-            served from the recording are not rendered, so what lies upstream of the
-            target is unaffected.
-        sample_id: What the replay's sample key derives from (default:
-            :func:`replay_identity` of ``baseline``).
-
-    Raises:
-        ReplayError: ``target`` is not in the trace, an operator was given without one,
-            or a template replacement does not exist.
-    """
-    if operator is not None and target is None:
-        raise ReplayError(f"operator {operator.name!r} needs a target node to perturb")
-    pid = perturbation_id or (operator.name if operator is not None else "check")
-    builder = ReplayBuilder(
-        baseline, trace_id=f"{baseline.trace_id}~{pid}/{repeat}", run_id=run_id,
-        sample_key=replay_sample_key(seed, sample_id or replay_identity(baseline), pid, repeat),
-        mode=mode or ReplayMode(),
-        target=target, operator=operator, graph=graph, client=client, base_dir=base_dir,
-    )
-    t0 = time.perf_counter()
-    replaced = {tid: _variant(tid, ref, base_dir) for tid, ref in (templates or {}).items()}
-    trace = run_traced(
-        builder, pipeline, baseline.inputs, client, log=log, response_cache=builder.mode.downstream == "cached",
-        templates=replaced,
-    )
-    return ReplayResult(
-        baseline=baseline, trace=trace, perturbation_id=pid, repeat=repeat,
-        divergences=builder.divergences, target=builder.target_report,
-        llm_calls=dict(sorted(builder.llm_calls.items())), served_calls=builder.served,
-        seconds=round(time.perf_counter() - t0, 6), llm_tokens=builder.llm_tokens,
-        retries=dict(sorted(builder.retries.items())),
-    )
-
-
-def replay_many(
-    baselines: Sequence[Trace],
-    pipeline: Callable[..., Any],
-    *,
-    concurrency: int = 4,
-    progress: Callable[[int, int], None] | None = None,
-    **kwargs: Any,
-) -> list[ReplayResult]:
-    """:func:`replay_trace` over several traces on a thread pool, results in input order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    results: list[ReplayResult | None] = [None] * len(baselines)
-    done = 0
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = {pool.submit(replay_trace, t, pipeline, **kwargs): i for i, t in enumerate(baselines)}
-        from concurrent.futures import as_completed
-
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            done += 1
-            if progress is not None:
-                progress(done, len(baselines))
-    return [r for r in results if r is not None]
+        raise ReplayError(f"replacement {ref.ref!r} for template {template_id!r}: {exc}") from None
+    return Template(template_id, messages)

@@ -1,11 +1,8 @@
 """What a replay is asked for and what it gives back: the replay mode, the target, the
-result, and the sample keys replays draw with (see :mod:`quiver.replay._replayer`)."""
+result (see :mod:`quiver.replay._replayer`)."""
 
 from __future__ import annotations
 
-import hashlib
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,8 +12,7 @@ from quiver._errors import QuiverError
 from quiver._trace import Divergence, TargetReport, Trace
 
 __all__ = [
-    "DIMENSIONS", "ReplayMode", "Target", "TargetReport", "ReplayResult", "ReplayError", "replay_sample_key",
-    "replay_identity", "sample_ids",
+    "DIMENSIONS", "ReplayMode", "Target", "TargetReport", "ReplayResult", "ReplayError",
     "Dimension"
 ]
 
@@ -124,38 +120,3 @@ class ReplayResult:
             llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
             llm_tokens=data.get("llm_tokens", 0), retries=dict(data.get("retries", {})),
         )
-
-
-def replay_sample_key(seed: int, sample_id: str, perturbation_id: str, repeat: int) -> str:
-    """The base sample key of one replay: (campaign seed, the baseline's
-    :func:`replay_identity`, perturbation, repeat).
-
-    Live calls derive theirs from it and their call path, so a repeated or resumed
-    replay asks for the same samples and different repeats get different ones.
-    """
-    return hashlib.sha256(f"{seed}|{sample_id}|{perturbation_id}|{repeat}".encode()).hexdigest()[:32]
-
-
-def replay_identity(trace: Trace) -> str:
-    """What a replay of ``trace`` derives its sample key from.
-
-    A trace the engine recorded has the id ``run_id/input_id/repeat``, and its own
-    samples came from (seed, input id, repeat) alone: two recordings of the same inputs
-    with the same seed hold the same traces under other run ids. Its identity is
-    ``input_id/repeat``, so that a campaign on either recording replays with the same
-    draws and gives the same numbers. Any other trace (an imported one) is identified
-    by its trace id. Where a corpus joins two recordings of the same inputs, identities
-    repeat; a campaign then keys those traces by their trace ids (see
-    :func:`sample_ids`).
-    """
-    if trace.trace_id == f"{trace.run_id}/{trace.input_id}/{trace.repeat}":
-        return f"{trace.input_id}/{trace.repeat}"
-    return trace.trace_id
-
-
-def sample_ids(traces: Sequence[Trace]) -> dict[str, str]:
-    """Trace id -> the id its replays are keyed by: :func:`replay_identity`, or the
-    trace id for traces whose identity another trace of the corpus shares."""
-    counts = Counter(replay_identity(t) for t in traces)
-    return {t.trace_id: ident if counts[ident] == 1 else t.trace_id
-            for t, ident in ((t, replay_identity(t)) for t in traces)}

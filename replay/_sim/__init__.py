@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .request import SimRequest, SimRequestError
 from .models import Fields, Fixed, Text, SimChoice, ModelOutput, SimModelFn, sim_model, register_sim_model, get_sim_model, sim_model_names, load_model_modules, complete, request_digest
-from .server import SAMPLE_KEY_HEADER, LatencyConfig, FaultConfig, SimulatorConfig, check_loopback, Simulator
+from .server import LatencyConfig, FaultConfig, SimulatorConfig, check_loopback, Simulator
 from .process import serve, SimulatorProcess, main
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "load_model_modules",
     "complete",
     "request_digest",
-    "SAMPLE_KEY_HEADER",
     "LatencyConfig",
     "FaultConfig",
     "SimulatorConfig",

@@ -81,6 +81,8 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from quiver._errors import SimulatorError
+from quiver.replay._keys import SAMPLE_KEY_HEADER
+
 from .models import SimRequest, complete, load_model_modules, sim_model_names
 from .wire import (
     _HTTPError,
@@ -93,7 +95,6 @@ from .wire import (
 )
 
 __all__ = [
-    "SAMPLE_KEY_HEADER",
     "LatencyConfig",
     "FaultConfig",
     "SimulatorConfig",
@@ -101,7 +102,6 @@ __all__ = [
     "Simulator",
 ]
 
-SAMPLE_KEY_HEADER = "X-Quiver-Sample-Key"
 """The request header carrying the sample key."""
 
 _STAT_KEYS = (

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from quiver.replay._executors import base as _executors
+from quiver.replay._executors import local as _local
 from quiver.replay._executors import LocalExecutor, ReplayContext, ReplayJob, quiet_collector
 
 
@@ -66,7 +67,7 @@ class _Replays:
 def test_the_local_executor_replays_with_the_heap_frozen(monkeypatch: pytest.MonkeyPatch, fail: str | None) -> None:
     replays = _Replays(fail)
     before = gc.get_threshold()
-    monkeypatch.setattr(_executors, "_worker", lambda context: replays)
+    monkeypatch.setattr(_local, "worker_for", lambda context: replays)
     done: list[str] = []
     jobs = [_job(i) for i in range(12)]
 

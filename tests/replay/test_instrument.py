@@ -231,6 +231,27 @@ def test_llm_calls_record_the_contract_and_reuse_the_sample_key(llm_client: LLMC
     assert extra.prompt is not None and extra.prompt.template_id is None
 
 
+def test_a_misspelt_chat_keyword_is_an_error_not_an_empty_request(llm_client: LLMClient) -> None:
+    """With raw messages every keyword is a request parameter: one that is not (a typo)
+    must not be dropped from the request without a word."""
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(InstrumentationError, match=r"'temprature'.*did you mean 'temperature'"):
+        llm_client.chat(messages=messages, model="sim-echo", temprature=0)
+    with pytest.raises(InstrumentationError, match=r"'colour'"):
+        llm_client.chat(messages=messages, model="sim-echo", colour="red")
+    assert llm_client.chat(messages=messages, model="sim-echo", temperature=0).content
+
+
+def test_with_a_template_a_keyword_like_a_misspelt_parameter_is_an_error(llm_client: LLMClient) -> None:
+    """Template variables come as keywords; one the template does not use that reads like
+    a request parameter is a typo. Other unused variables are allowed: a prompt variant
+    swapped in by a replay may use fewer variables than the template it replaces."""
+    quiver.template("typo-test", user="Say {word}")
+    with pytest.raises(InstrumentationError, match=r"'max_token'.*did you mean 'max_tokens'"):
+        llm_client.chat("typo-test", word="hi", model="sim-echo", max_token=5)
+    assert llm_client.chat("typo-test", word="hi", model="sim-echo", context="unused by this template").content
+
+
 def test_decorators_declare_field_types_and_edges_for_the_analysis() -> None:
     from quiver.replay import declared_graph
 
@@ -252,5 +273,5 @@ def test_decorators_declare_field_types_and_edges_for_the_analysis() -> None:
 
 
 def test_a_bad_field_declaration_is_refused_where_it_is_written() -> None:
-    with pytest.raises(InstrumentationError, match=r"quiver.node field declaration fields.x.type: Input should be"):
+    with pytest.raises(InstrumentationError, match=r"quiver.node field declaration fields.x.type: unknown field type .vector.; the registered types are categorical"):
         quiver.node("bad-decl", fields={"x": {"type": "vector"}})

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+import quiver
 import quiver.experiments.support_bot.sim_models  # noqa: F401  (registers the demo's models)
 from quiver import FunctionEmbedder
 from quiver._graph import PipelineGraph, load_graph
@@ -307,6 +308,21 @@ def test_prompt_swap_re_executes_the_rewriter_with_the_variant(bot: Bot) -> None
         assert call.prompt.assembled[0].content.strip()[:40] in terse
         assert p.magnitude is not None and p.magnitude > 0.01
     assert {p.operator["params"]["variant"] for p in pairs} == {"prompts/rewriter_terse.txt"}
+
+
+def test_prompt_swap_to_a_registered_template_id_with_dots(bot: Bot) -> None:
+    """A registered template id is an id even when it holds dots, as the demo's
+    ``support_bot.*`` ids do: it is not taken for a file name."""
+    quiver.template("support_bot.rewriter.terse", path=DEMO / "prompts" / "rewriter_terse.txt")
+    pairs = bot.campaign("rewriter", "prompt_swap", {"variant": "support_bot.rewriter.terse"})
+    assert pairs and all(p.status == "ok" for p in pairs), {p.status for p in pairs}
+    terse = (DEMO / "prompts" / "rewriter_terse.txt").read_text()
+    effective = [p for p in pairs if p.stratum == "effective"]
+    assert len(effective) >= len(pairs) // 2
+    for p in effective[:5]:
+        call = next(c for c in p.perturbed.calls if c.node == "rewriter")
+        assert call.prompt is not None and call.prompt.template_id == "support_bot.rewriter"
+        assert call.prompt.assembled[0].content.strip()[:40] in terse
 
 
 def test_bool_flip_of_the_web_search_hint_inserts_or_removes_web_search(bot: Bot) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quiver._trace import Trace
-from quiver.replay._replayer import replay_identity, replay_sample_key, sample_ids
+from quiver.replay import replay_identity, replay_sample_key, sample_ids
 
 
 def _trace(trace_id: str, run_id: str, input_id: str, repeat: int) -> Trace:

@@ -21,15 +21,19 @@ import pydantic
 import pytest
 
 from quiver._errors import SimulatorError
-from quiver.replay._sim import Fields, SimRequest, Text, complete, sim_model
-from quiver.replay._sim import SimulatorProcess
-from quiver.replay._sim import (
+from quiver.replay import (
     SAMPLE_KEY_HEADER,
     FaultConfig,
+    Fields,
     LatencyConfig,
+    SimRequest,
     Simulator,
     SimulatorConfig,
+    SimulatorProcess,
+    Text,
     check_loopback,
+    complete,
+    sim_model,
 )
 
 # --------------------------------------------------------------------------- models

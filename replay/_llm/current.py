@@ -1,0 +1,87 @@
+"""What is in force for the LLM calls of the current context: which client :func:`llm`
+returns, request overrides (a replay's ``param_change``), and whether the response cache
+may answer."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from quiver._errors import InstrumentationError
+
+if TYPE_CHECKING:
+    from .client import LLMClient
+
+__all__ = ["llm", "configure_llm", "use_llm", "request_overrides", "current_overrides", "use_response_cache",
+           "response_cache_enabled"]
+
+
+_cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
+
+
+def use_response_cache(enabled: bool) -> contextvars.Token[bool]:
+    """Whether LLM calls in the current context may be answered from the client's
+    response cache (on by default when the client has one; a replay sets it from its
+    mode: downstream ``live`` or ``cached``)."""
+    return _cache_enabled.set(enabled)
+
+
+_request_overrides: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "quiver_request_overrides", default=None
+)
+
+
+@contextlib.contextmanager
+def request_overrides(params: Mapping[str, Any]) -> Iterator[None]:
+    """Send every LLM request made within the block with ``params`` changed.
+
+    ``model`` replaces the model; ``temperature``, ``top_p``, ``seed``, ``max_tokens``
+    and the other request parameters replace the call's own. What a replay's
+    ``param_change`` perturbation uses on its target.
+    """
+    token = _request_overrides.set({**(_request_overrides.get() or {}), **params})
+    try:
+        yield
+    finally:
+        _request_overrides.reset(token)
+
+
+_current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)
+_default_llm: list[LLMClient] = []
+
+
+def configure_llm(client: LLMClient | None) -> None:
+    """Set the process-wide client that :func:`llm` returns outside a recording."""
+    _default_llm[:] = [client] if client is not None else []
+
+
+def use_llm(client: LLMClient) -> contextvars.Token[LLMClient | None]:
+    """Make ``client`` the one :func:`llm` returns in the current context."""
+    return _current_llm.set(client)
+
+
+def llm() -> LLMClient:
+    """The LLM client configured for the current run.
+
+    ``quiver record`` and campaigns set it from the spec's ``llm:`` block; elsewhere
+    call :func:`configure_llm` once.
+    """
+    client = _current_llm.get() or (_default_llm[0] if _default_llm else None)
+    if client is None:
+        raise InstrumentationError(
+            "no LLM client is configured: run the pipeline under `quiver record`, or call "
+            "quiver.configure_llm(quiver.LLMClient(base_url=..., model=...)) first"
+        )
+    return client
+
+
+def current_overrides() -> Mapping[str, Any]:
+    """The request overrides in force (see :func:`request_overrides`)."""
+    return _request_overrides.get() or {}
+
+
+def response_cache_enabled() -> bool:
+    """Whether the response cache may answer calls in the current context."""
+    return _cache_enabled.get()
