@@ -60,10 +60,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import quiver.experiments._campaign as campaign
 from quiver._trace import load_traces
-from quiver.experiments._campaign import Ledger
-from quiver.replay._executors import base as _executors
+from quiver.experiments._campaign import CampaignRun, Ledger, run_campaign
+from quiver.experiments._campaign import results as campaign_results
+from quiver.experiments._campaign import run as campaign_run
+from quiver.replay import LocalExecutor, RayExecutor
+from quiver.replay._executors import Worker
 
 from _support_bot import DEMO, SPEC_HEAD, latency, record_baseline  # benchmarks/, first on the path
 
@@ -141,7 +143,7 @@ def ray_slots(concurrency: int, num_cpus: int) -> tuple[str, int, str]:
     ``num_cpus / task_cpus`` tasks run at once whatever ``max_in_flight`` allows (the
     spec sets neither ``threads`` nor ``task_cpus``; the executor's defaults apply).
     """
-    defaults = _executors.RayExecutor()
+    defaults = RayExecutor()
     in_flight = max(1, math.ceil(concurrency / defaults.threads))
     running = min(in_flight, int(num_cpus / defaults.task_cpus))
     block = f"{{kind: ray, batch_size: 8, max_in_flight: {in_flight}}}"
@@ -246,14 +248,14 @@ def instrumented() -> Iterator[Timings]:
         return make
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_patched(campaign, "_replay_all", timed("phase_s")))
-        stack.enter_context(_patched(campaign, "_pair_rows", timed("pairing_s")))
-        stack.enter_context(_patched(campaign, "pair_results", timed("pair_results_s")))
-        stack.enter_context(_patched(campaign, "EmbeddingStore", store_class))
+        stack.enter_context(_patched(CampaignRun, "_replay_jobs", timed("phase_s")))
+        stack.enter_context(_patched(campaign_results, "pair_rows", timed("pairing_s")))
+        stack.enter_context(_patched(campaign_results, "pair_results", timed("pair_results_s")))
+        stack.enter_context(_patched(campaign_run, "EmbeddingStore", store_class))
         stack.enter_context(_patched(Ledger, "commit", commit))
-        stack.enter_context(_patched(_executors.LocalExecutor, "run", executor_run))
-        stack.enter_context(_patched(_executors.RayExecutor, "run", executor_run))
-        stack.enter_context(_patched(_executors._Worker, "run", worker_run))
+        stack.enter_context(_patched(LocalExecutor, "run", executor_run))
+        stack.enter_context(_patched(RayExecutor, "run", executor_run))
+        stack.enter_context(_patched(Worker, "run", worker_run))
         yield t
     for store in stores:
         for key, value in store.stats.items():
@@ -300,7 +302,7 @@ def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int
                       sample=sample)
     print(f"  {name}: {executor}, {latency_ms:g} ms ...", file=sys.stderr, flush=True)
     with instrumented() as t:
-        result = campaign.run_campaign(spec, executor=executor, progress_stream=None)
+        result = run_campaign(spec, executor=executor, progress_stream=None)
     ledger = Ledger(result.output / "ledger.sqlite")
     try:
         errors = Counter(str(data["error"]).splitlines()[0][:120] for _, data in ledger.replays() if "error" in data)

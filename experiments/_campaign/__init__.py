@@ -1,25 +1,35 @@
 """``quiver run``: a perturbation campaign, end to end, resumable from its ledger.
+
+* ``checks``: what can be checked of a spec before anything runs;
+* ``jobs``: which traces each perturbation replays, the controls, the job order;
+* ``ledger``: every finished replay, committed durably;
+* ``run``: :class:`CampaignRun` (what every phase shares) and ``run_campaign``;
+* ``results``: pair rows from the ledger, and the files a campaign writes.
 """
 
 from __future__ import annotations
 
+from .checks import check_spec
+from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger
-from .run import CampaignResult, Control, controls, run_campaign, expand_jobs, select_traces, check_spec, campaign_graph, eligible_traces, load_baseline, make_executor, observational_profile, replay_context, sample_traces
+from .results import PAIR_CHUNK, pair_rows, write_results, write_summary
+from .run import CampaignResult, CampaignRun, run_campaign
 
 __all__ = [
-    "Ledger",
-    "CampaignResult",
+    "check_spec",
     "Control",
     "controls",
-    "run_campaign",
-    "expand_jobs",
-    "select_traces",
-    "check_spec",
-    "campaign_graph",
+    "distinct",
     "eligible_traces",
-    "load_baseline",
-    "make_executor",
-    "observational_profile",
-    "replay_context",
+    "expand_jobs",
     "sample_traces",
+    "select_traces",
+    "Ledger",
+    "PAIR_CHUNK",
+    "pair_rows",
+    "write_results",
+    "write_summary",
+    "CampaignResult",
+    "CampaignRun",
+    "run_campaign",
 ]

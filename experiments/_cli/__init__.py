@@ -1,22 +1,24 @@
-"""The ``quiver`` command.
+"""The ``quiver`` command: one module per command (``add_parser`` and its handler).
+
+* ``main``: the parser and ``main()``; ``common``: exit codes and shared helpers;
+* ``record``, ``analyze``, ``replay``, ``run``, ``gate``, ``sim``, ``schema``,
+  ``imports`` (import and export), ``validate``: one command each.
 """
 
 from __future__ import annotations
 
-from .analyze import run_analyze, write_profile
-from .replay import add_replay_parser, run_replay
-from .run import add_run_parser, run_command, add_gate_parser, gate_command
-from .main import main, build_parser
+from .common import EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS
+from .main import COMMANDS, build_parser, main
+from .record import RecordOverrides, run_record
 
 __all__ = [
-    "run_analyze",
-    "write_profile",
-    "add_replay_parser",
-    "run_replay",
-    "add_run_parser",
-    "run_command",
-    "add_gate_parser",
-    "gate_command",
-    "main",
+    "EXIT_OK",
+    "EXIT_PROBLEMS",
+    "EXIT_CANNOT_RUN",
+    "EXIT_INTERRUPTED",
+    "COMMANDS",
     "build_parser",
+    "main",
+    "RecordOverrides",
+    "run_record",
 ]

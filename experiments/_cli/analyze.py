@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quiver._observational import Profile, analyze
-from quiver._graph import PipelineGraph, load_graph
-from quiver._report import write_report
+from .common import EXIT_OK
 
-__all__ = ["run_analyze", "write_profile"]
+if TYPE_CHECKING:
+    from quiver._graph import PipelineGraph
+
+__all__ = ["add_parser", "command"]
 
 
 class _StageProgress:
@@ -39,6 +39,8 @@ class _StageProgress:
 
 
 def _base_graph(args: argparse.Namespace) -> PipelineGraph | None:
+    from quiver._graph import load_graph
+
     if args.graph is not None:
         return load_graph(args.graph)
     if args.pipeline:
@@ -53,31 +55,49 @@ def _ran_only(graph: PipelineGraph, files: list[Path]) -> PipelineGraph:
     """The declared types of the nodes that ran in these traces (not a branch never
     taken, nor a node of another pipeline in the same module). Edges are left to the
     recorded parents, which already hold every declared ``parents=``."""
+    from quiver._graph import PipelineGraph
     from quiver._trace import iter_traces
 
     ran = {c.node for path in files if path.is_file() for t in iter_traces(path) for c in t.calls}
     return PipelineGraph(nodes={n: spec for n, spec in graph.nodes.items() if n in ran})
 
 
-def write_profile(profile: Profile, out: Path, *, plots: bool = True) -> list[Path]:
-    """Write profile.json, report.md and (when matplotlib is there) the plots."""
-    out.mkdir(parents=True, exist_ok=True)
-    profile_path = out / "profile.json"
-    profile_path.write_text(json.dumps(profile.to_json(), indent=2) + "\n", encoding="utf-8")
-    images: list[Path] = []
-    if plots:
-        from quiver._report import write_plots
+def add_parser(sub: Any) -> None:
+    """Register ``quiver analyze``."""
+    ana = sub.add_parser(
+        "analyze",
+        help="the observational profile of a corpus: sensitivities, divergence, thresholds",
+        description=(
+            "Form every same-input pair of the traces, compare them node by node with "
+            "type-dispatched distances (texts embedded once each with all-MiniLM-L6-v2, "
+            "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
+            "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
+            "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
+            "report.md and PNG plots to --out."
+        ),
+    )
+    ana.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
+    ana.add_argument("--out", type=Path, required=True, help="output folder")
+    ana.add_argument("--graph", type=Path, help="graph YAML (types, roles, edges, loop); the rest is inferred")
+    ana.add_argument("--pipeline", help="module:function whose @quiver.node declarations give types and edges")
+    ana.add_argument("--golden", type=Path, help="golden JSONL {input_id, node, output} for faithfulness")
+    ana.add_argument("--epsilon", type=float, default=0.01, help="distance below which a node is unchanged (0.01)")
+    ana.add_argument("--alpha", type=float, action="append", help="level for budgets and impact sets (repeatable; 0.5, 0.8)")
+    ana.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of input groups (1000)")
+    ana.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    ana.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")
+    ana.add_argument("--cache", type=Path, help="embedding cache folder (default ~/.cache/quiver/embeddings)")
+    ana.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    ana.add_argument("--quiet", action="store_true", help="no progress lines")
 
-        try:
-            images = write_plots(profile.plot_data(), out)
-        except ImportError as exc:  # matplotlib is optional
-            print(f"analyze: no plots: {exc}", file=sys.stderr)
-    report = write_report(profile.to_json(), out, images=[p.name for p in images])
-    return [profile_path, report, *images]
+    ana.set_defaults(handler=command)
 
 
-def run_analyze(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     """Run ``quiver analyze`` from parsed arguments; returns the exit code."""
+    from quiver._observational import analyze
+    from quiver._report import write_profile
+
     kwargs: dict[str, Any] = {
         "epsilon": args.epsilon, "resamples": args.resamples, "seed": args.seed,
         "embedder": args.embedder, "cache_dir": args.cache,
@@ -96,4 +116,4 @@ def run_analyze(args: argparse.Namespace) -> int:
     )
     for path in written:
         print(path)
-    return 0
+    return EXIT_OK

@@ -16,20 +16,20 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quiver._errors import QuiverError
-from quiver._graph import PipelineGraph, load_graph
-from quiver._progress import Progress
-from quiver._trace import Trace
-from quiver._trace import TraceWriter, load_traces
 
-__all__ = ["add_replay_parser", "run_replay"]
+from .common import EXIT_OK, EXIT_PROBLEMS
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
+if TYPE_CHECKING:
+    from quiver._graph import PipelineGraph
+    from quiver._trace import Trace
+
+__all__ = ["add_parser", "command"]
 
 
-def add_replay_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Register ``quiver replay``."""
     rep = sub.add_parser(
         "replay",
@@ -72,9 +72,12 @@ def add_replay_parser(sub: Any) -> None:
     rep.add_argument("--cache", type=Path, help="embedding cache folder")
     rep.add_argument("--out", type=Path, help="output folder: replayed.jsonl and check.json, or pairs.jsonl and summary.json")
     rep.add_argument("--quiet", action="store_true", help="no progress line")
+    rep.set_defaults(handler=command)
 
 
 def _traces(files: list[Path], limit: int | None) -> list[Trace]:
+    from quiver._trace import load_traces
+
     out: list[Trace] = []
     for path in files:
         loaded = load_traces(path)
@@ -116,6 +119,8 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
 
 
 def _graph(args: argparse.Namespace) -> PipelineGraph | None:
+    from quiver._graph import load_graph
+
     if args.graph is not None:
         return load_graph(args.graph)
     from quiver.replay import declared_graph
@@ -124,7 +129,7 @@ def _graph(args: argparse.Namespace) -> PipelineGraph | None:
     return graph if graph.nodes else None
 
 
-def run_replay(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     """Run ``quiver replay``; return the exit code."""
     from quiver.replay import ReplayMode
 
@@ -155,6 +160,8 @@ def run_replay(args: argparse.Namespace) -> int:
 def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Callable[[Trace, int], Any]) -> list[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from quiver._progress import Progress
+
     progress = Progress("replays", len(jobs), stream=None if args.quiet else sys.stderr)
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
@@ -172,12 +179,11 @@ def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None,
 ) -> int:
-    from quiver.replay import replay_trace
+    from quiver._trace import TraceWriter
+    from quiver.replay import Replayer
 
-    results = _replay_all(
-        args, [(t, 0) for t in traces],
-        lambda t, r: replay_trace(t, fn, mode=mode, client=client, graph=graph, seed=args.seed),
-    )
+    replayer = Replayer(fn, mode=mode, client=client, graph=graph, seed=args.seed)
+    results = _replay_all(args, [(t, 0) for t in traces], lambda t, r: replayer.replay(t))
     diverged = [r for r in results if not r.reproduced]
     for r in diverged:
         first = r.first_divergence
@@ -214,9 +220,9 @@ def _perturb(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None, base: Path, params: dict[str, Any],
 ) -> int:
+    from quiver._interventional import pair_results
     from quiver.perturbations import make_operator
-    from quiver.replay import Target, pair_results, replay_trace
-    from quiver.replay._replayer import sample_ids
+    from quiver.replay import Replayer, Target, sample_ids
 
     if client is None:
         raise QuiverError(
@@ -230,12 +236,11 @@ def _perturb(
         raise QuiverError(f"no trace has a call {target.node}#{target.occurrence} to perturb ({len(traces)} trace(s) read)")
     jobs = [(t, r) for t in eligible for r in range(args.repeats)]
     keyed = sample_ids(traces)
+    replayer = Replayer(fn, mode=mode, client=client, graph=graph, base_dir=base, seed=args.seed)
     results = _replay_all(
         args, jobs,
-        lambda t, r: replay_trace(
-            t, fn, target=target, operator=operator, perturbation_id=args.id, repeat=r, seed=args.seed,
-            mode=mode, client=client, graph=graph, base_dir=base, sample_id=keyed[t.trace_id],
-        ),
+        lambda t, r: replayer.replay(t, target=target, operator=operator, perturbation_id=args.id, repeat=r,
+                                     sample_id=keyed[t.trace_id]),
     )
     pairs = pair_results(results, graph, epsilon=args.epsilon, embedder=args.embedder, cache_dir=args.cache)
     strata = Counter(p.stratum for p in pairs if p.status != "failed")

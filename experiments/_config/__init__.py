@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .record import SimulatorSpec, LLMSpec, RecordSpec, load_inputs
 from .campaign import PerturbationSpec, GateSpec, SelectSpec, ReplaySpec, ExecutorSpec, BudgetSpec, AnalysisSpec, CampaignSpec
-from .llm import RecordOverrides, run_record, open_llm, spec_redactor
+from .llm import open_llm, spec_redactor
 
 __all__ = [
     "SimulatorSpec",
@@ -24,8 +24,6 @@ __all__ = [
     "BudgetSpec",
     "AnalysisSpec",
     "CampaignSpec",
-    "RecordOverrides",
-    "run_record",
     "open_llm",
     "spec_redactor",
 ]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
 from quiver.replay._replayer import DIMENSIONS, Dimension
@@ -140,8 +140,10 @@ class ReplaySpec(_Spec):
 class ExecutorSpec(_Spec):
     """Where replays run."""
 
-    kind: Literal["local", "ray"] = "local"
-    """``local``: threads in this process; ``ray``: Ray tasks on a local instance or a cluster."""
+    kind: str = "local"
+    """A registered executor: ``local`` (threads in this process), ``ray`` (Ray tasks on a
+    local instance or a cluster), or one plugged in through the ``quiver.executors``
+    entry points."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     """Replays at once (local)."""
     address: str | None = None
@@ -152,6 +154,18 @@ class ExecutorSpec(_Spec):
     """Ray tasks pending at once (default: 4 per CPU)."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of a Ray task whose worker died."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of a plugged-in executor, passed to it as they are."""
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        from quiver.replay import registered_executors
+
+        known = registered_executors()
+        if value not in known:
+            raise ValueError(f"unknown executor {value!r}; the registered executors are {', '.join(known)}")
+        return value
 
 
 class BudgetSpec(_Spec):

@@ -30,17 +30,7 @@ from quiver.replay import (
 from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 from quiver._yamlspec import load_spec
 
-__all__ = ["RecordOverrides", "run_record", "open_llm", "spec_redactor"]
-
-
-@dataclass(frozen=True)
-class RecordOverrides:
-    """Command-line values that take precedence over the spec."""
-
-    output: str | None = None
-    repeats: int | None = None
-    concurrency: int | None = None
-    resume: bool = False
+__all__ = ["open_llm", "spec_redactor"]
 
 
 def _simulator_config(sim: SimulatorSpec, base_dir: Path) -> tuple[SimulatorConfig, list[str]]:
@@ -86,36 +76,3 @@ def spec_redactor(spec: RecordSpec) -> Redactor:
     """The spec's redaction, plus the value of the API-key variable it names."""
     secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
     return Redactor(spec.redact, literals=[secret] if secret else [])
-
-
-def run_record(
-    spec_path: str | Path,
-    overrides: RecordOverrides | None = None,
-    *,
-    progress_stream: TextIO | None = sys.stderr,
-) -> tuple[RecordSpec, RecordResult]:
-    """Run ``quiver record SPEC``: returns the spec and what was recorded."""
-    overrides = overrides or RecordOverrides()
-    path = Path(spec_path)
-    spec = load_spec(RecordSpec, path)
-    base_dir = path.parent
-    changes: dict[str, Any] = {
-        k: v for k, v in (("output", overrides.output), ("repeats", overrides.repeats),
-                          ("concurrency", overrides.concurrency)) if v is not None
-    }
-    spec = spec.model_copy(update=changes) if changes else spec
-    inputs = load_inputs(spec, base_dir, spec_file=str(path))
-    fn = load_pipeline(spec.pipeline, base_dir)
-    name = spec.name or getattr(fn, "__name__", "pipeline")
-    output_dir = Path(spec.output)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    redactor = spec_redactor(spec)
-    resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2)
-    (output_dir / "spec.resolved.json").write_text(resolved + "\n", encoding="utf-8")
-    with open_llm(spec.llm, base_dir) as client:
-        result = record_corpus(
-            fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
-            llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
-            resume=overrides.resume, progress_stream=progress_stream,
-        )
-    return spec, result

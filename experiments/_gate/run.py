@@ -56,41 +56,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-from xml.sax.saxutils import escape, quoteattr
 
-import numpy as np
-
-from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
-from quiver._stats import Estimate, GroupBootstrap
 from quiver._graph import PipelineGraph
-from quiver._report import fmt, fmt_est
-from quiver._interventional import downstream_nodes
+from quiver._interventional import CampaignEstimates, GateCandidate, GateProfile, judge_candidate, pair_results
 from quiver._progress import Progress
-from quiver._trace import Redactor
-from quiver._trace import Trace
-from quiver._trace import load_traces
-from quiver._yamlspec import load_spec
-from quiver.replay import ReplayMode, ReplayResult, pair_results
-from quiver.replay._executors import ReplayJob
-from quiver.replay._replayer import sample_ids
+from quiver._trace import Trace, load_traces
+from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
 
-from quiver.experiments._campaign import (
-    campaign_graph,
-    check_spec,
-    load_baseline,
-    make_executor,
-    eligible_traces,
-    observational_profile,
-    replay_context,
-    sample_traces,
-)
-from quiver.experiments._config import CampaignSpec
-from quiver.experiments._config import open_llm, spec_redactor
+from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
 
-__all__ = ["GateResult", "run_gate", "parse_candidates", "gate_markdown", "gate_junit"]
+from .report import gate_junit, gate_markdown
 
-EXIT_PASS, EXIT_FAIL = 0, 1
+__all__ = ["GateResult", "run_gate", "parse_candidates"]
 
 
 @dataclass
@@ -103,8 +81,9 @@ class GateResult:
     files: list[Path] = field(default_factory=list)
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_PASS if self.verdict == "pass" else EXIT_FAIL
+    def passed(self) -> bool:
+        """Every candidate passed (``quiver gate`` exits 0, else 1)."""
+        return self.verdict == "pass"
 
 
 def parse_candidates(items: Sequence[str]) -> dict[str, Path]:
@@ -129,16 +108,8 @@ def parse_candidates(items: Sequence[str]) -> dict[str, Path]:
 # --------------------------------------------------------------------------- the profile
 
 
-@dataclass
-class _Profile:
-    data: dict[str, Any]
-    campaign: dict[str, Any] | None
-    source: str
-    """Where the numbers come from, for the report."""
-
-
-def _load_profile(spec: CampaignSpec, profile_dir: Path | None, base_dir: Path, out: Path, client: Any, fn: Any,
-                  redactor: Redactor, stream: TextIO | None) -> tuple[list[Trace], _Profile, PipelineGraph]:
+def _load_profile(run: CampaignRun, profile_dir: Path | None, out: Path) -> tuple[list[Trace], GateProfile, PipelineGraph]:
+    spec = run.spec
     run_dir = profile_dir
     if run_dir is None and (Path(spec.output) / "observational" / "profile.json").is_file():
         run_dir = Path(spec.output)
@@ -147,7 +118,7 @@ def _load_profile(spec: CampaignSpec, profile_dir: Path | None, base_dir: Path, 
         if not profile_file.is_file():
             raise QuiverError(f"--profile {run_dir}: no observational/profile.json there; is it a `quiver run` folder?")
         if spec.baseline is not None:
-            traces = load_baseline(spec, base_dir, out, client, fn, False, redactor, stream)
+            traces = run.baseline()
         elif (run_dir / "baseline" / "traces.jsonl").is_file():
             traces = load_traces(run_dir / "baseline" / "traces.jsonl").traces
         else:
@@ -156,14 +127,15 @@ def _load_profile(spec: CampaignSpec, profile_dir: Path | None, base_dir: Path, 
                 "does not exist"
             )
         campaign_file = run_dir / "campaign.json"
-        campaign = json.loads(campaign_file.read_text(encoding="utf-8")) if campaign_file.is_file() else None
+        campaign = (CampaignEstimates.from_json(json.loads(campaign_file.read_text(encoding="utf-8")))
+                    if campaign_file.is_file() else None)
         data = json.loads(profile_file.read_text(encoding="utf-8"))
-        return traces, _Profile(data, campaign, str(run_dir)), campaign_graph(spec, base_dir, traces)
-    traces = load_baseline(spec, base_dir, out, client, fn, False, redactor, stream)
-    profile = observational_profile(spec, traces, campaign_graph(spec, base_dir, traces), out / "observational")
+        return traces, GateProfile(data, campaign, str(run_dir)), run.graph(traces)
+    traces = run.baseline(folder=out / "baseline")
+    profile = run.observational_profile(traces, run.graph(traces), out / "observational")
     note = (f"no campaign profile: the observational part was run first ({out / 'observational'}); "
             "no interventional beta_shape is available")
-    return traces, _Profile(profile.to_json(), None, note), profile.graph
+    return traces, GateProfile(profile.to_json(), None, note), profile.graph
 
 
 # --------------------------------------------------------------------------- jobs
@@ -208,120 +180,6 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
     return jobs
 
 
-# --------------------------------------------------------------------------- estimates
-
-
-def _est(e: Estimate) -> dict[str, Any]:
-    d = e.as_dict("value")
-    return {"value": d["value"], "ci": d["value_ci"], "n": d["value_n"]}
-
-
-def _above(e: Estimate, margin: float = 0.0) -> bool:
-    """The lower end of ``e``'s interval is above ``margin`` (beyond round-off)."""
-    return e.value is not None and e.ci is not None and e.ci[0] > margin + 1e-12
-
-
-def _compare(boot: GroupBootstrap, cand: np.ndarray, curr: np.ndarray, margin: float = 0.0) -> dict[str, Any]:
-    """Per arm the mean, and candidate - current paired slot by slot (NaN slots left out);
-    ``rises`` when the difference's interval lies above ``margin``."""
-    both = np.isfinite(cand) & np.isfinite(curr)
-    diff = boot.mean(np.where(both, cand - curr, 0.0), both)
-    return {"candidate": _est(boot.mean(cand, np.isfinite(cand))), "current": _est(boot.mean(curr, np.isfinite(curr))),
-            "difference": _est(diff), "rises": _above(diff, margin)}
-
-
-def _beta(node: str, profile: _Profile) -> dict[str, Any]:
-    values = [p["beta_shape"]["value"] for p in (profile.campaign or {}).get("perturbations") or []
-              if p.get("node") == node and (p.get("beta_shape") or {}).get("value") is not None]
-    if values:
-        return {"value": min(values), "source": "interventional (campaign.json)"}
-    row: dict[str, Any] = next((n for n in profile.data.get("nodes") or [] if n.get("node") == node), {})
-    if row.get("bifurcation_source") and row.get("beta_shape") is not None:
-        return {"value": row["beta_shape"], "source": "observational (profile.json; no interventional value)"}
-    why = "no interventional value at this node" if profile.campaign else "no campaign profile"
-    return {"value": None, "source": f"none: {why}, and the node is not an observational bifurcation source"}
-
-
-def _impact(node: str, d_i: float | None, drifts: bool, profile: _Profile, alpha: float,
-            graph: PipelineGraph) -> list[dict[str, Any]]:
-    if not drifts or d_i is None:
-        return []
-    members: dict[str, list[str]] = {}
-    for row in profile.data.get("impact_sets") or []:
-        if row.get("source") == node and abs(float(row.get("alpha", -1)) - alpha) < 1e-9:
-            for m in row.get("members") or []:
-                members.setdefault(m["node"], []).extend(m.get("reasons") or [])
-    for b in profile.data.get("budgets") or []:
-        if (b.get("source") == node and abs(float(b.get("alpha", -1)) - alpha) < 1e-9 and b.get("status") == "ok"
-                and b.get("tau") is not None and d_i > float(b["tau"])):
-            members.setdefault(b["target"], []).append(
-                f"d_i = {fmt(d_i)} exceeds the drift budget tau@{alpha:g} = {fmt(b['tau'])} on {node} -> {b['target']}")
-    if graph.loop is not None and node in graph.loop.body:
-        for row in profile.data.get("nodes") or []:
-            other, beta = row.get("node"), row.get("beta_shape")
-            if other in graph.loop.body and other != node and beta is not None and beta > 0 and d_i > beta:
-                members.setdefault(other, []).append(f"loop-body node with beta_shape {fmt(beta)} below d_i")
-    order = graph.topological_order()
-    return [{"node": n, "reasons": members[n]} for n in sorted(members, key=lambda n: (order.index(n)
-                                                                                      if n in order else 1e9, n))]
-
-
-def _candidate(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int,
-               pairs: Sequence[Any], graph: PipelineGraph, profile: _Profile, alpha: float,
-               resamples: int, seed: int, epsilon: float) -> dict[str, Any]:
-    n = len(probes) * repeats
-    cand, curr = pairs[:n], pairs[n:]
-    inputs = sorted({p.input_id for p in probes})
-    index = {g: i for i, g in enumerate(inputs)}
-    group = np.array([index[t.input_id] for t in probes for _ in range(repeats)], dtype=np.int64)
-    boot = GroupBootstrap(group, len(inputs), resamples=resamples, seed=seed)
-
-    def col(rows: Sequence[Any], f: Any) -> np.ndarray:
-        return np.array([np.nan if (v := f(r)) is None else float(v) for r in rows], dtype=np.float64)
-
-    d_i = _compare(boot, col(cand, lambda p: p.d.get(node)), col(curr, lambda p: p.d.get(node)), epsilon)
-    rates = {
-        "D_shape": _compare(boot, col(cand, lambda p: float(p.d_shape)), col(curr, lambda p: float(p.d_shape))),
-        "D_iter": _compare(boot, col(cand, lambda p: float(p.d_iter > 0)), col(curr, lambda p: float(p.d_iter > 0))),
-    }
-    downstream = {
-        v: _compare(boot, col(cand, lambda p, v=v: p.d.get(v)), col(curr, lambda p, v=v: p.d.get(v)), epsilon)
-        for v in downstream_nodes(graph, node)
-    }
-    names = sorted({f for p in pairs for f in (p.fields.get(node) or {})})
-    fields = {
-        f: _compare(boot, col(cand, lambda p, f=f: (p.fields.get(node) or {}).get(f)),
-                    col(curr, lambda p, f=f: (p.fields.get(node) or {}).get(f)), epsilon)
-        for f in names
-    }
-    beta = _beta(node, profile)
-    failures = []
-    drift = d_i["candidate"]["value"]
-    if beta["value"] is not None and drift is not None and drift > beta["value"]:
-        failures.append(f"d_i = {fmt(drift)} at {node} exceeds its beta_shape {fmt(beta['value'])} ({beta['source']})")
-    for name, row in rates.items():
-        if row["rises"]:
-            diff = row["difference"]
-            failures.append(
-                f"the {name} rate rises by {fmt(diff['value'], signed=True)} [{fmt(diff['ci'][0], signed=True)}, "
-                f"{fmt(diff['ci'][1], signed=True)}] over the current template ({fmt(row['candidate']['value'])} "
-                f"against {fmt(row['current']['value'])}, n = {row['difference']['n']}): decisions at or downstream of "
-                f"{node} change")
-    impact = _impact(node, drift, d_i["rises"], profile, alpha, graph)
-    moved = [v for v, row in downstream.items() if row["rises"]]
-    return {
-        "template": template, "path": str(path), "node": node, "probes": len(probes), "repeats": repeats,
-        "inputs": len(inputs), "pairs": {"candidate": len(cand), "current": len(curr)},
-        "d_i": d_i, "fields": fields, "rates": rates, "beta_shape": beta, "downstream": downstream,
-        "verdict": "fail" if failures else "pass", "failures": failures,
-        "within_noise": not d_i["rises"], "epsilon": epsilon, "re_evaluate": impact, "moved": moved,
-        # failing on the rates alone while the node itself did not drift: possibly the
-        # rate test's own false alarm (reported as such, the verdict stands)
-        "rates_only_within_noise": bool(failures) and not d_i["rises"]
-        and not (beta["value"] is not None and drift is not None and drift > beta["value"]),
-    }
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -340,8 +198,8 @@ def run_gate(
     """Run ``quiver gate``; see the module docstring. Raises QuiverError when it cannot run."""
     t0 = time.perf_counter()
     path = Path(spec_path)
-    spec = load_spec(CampaignSpec, path)
-    fn, _ = check_spec(spec, path)
+    run = CampaignRun.load(path, stream=progress_stream)
+    spec = run.spec
     gate = spec.gate
     probes_n = probes if probes is not None else gate.probes
     repeats_n = repeats if repeats is not None else gate.repeats
@@ -350,13 +208,10 @@ def run_gate(
     for name, value, low in (("probes", probes_n, 2), ("repeats", repeats_n, 1)):
         if value < low:
             raise QuiverError(f"--{name} must be at least {low}; got {value}")
-    base_dir = path.parent
     out = Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate"
     out.mkdir(parents=True, exist_ok=True)
-    redactor = spec_redactor(spec)
-    with open_llm(spec.llm, base_dir) as client:
-        traces, profile, graph = _load_profile(spec, Path(profile_dir) if profile_dir else None, base_dir, out,
-                                               client, fn, redactor, progress_stream)
+    with run.connected():
+        traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out)
         alphas = sorted({float(r["alpha"]) for r in profile.data.get("impact_sets") or []})
         if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
             raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "
@@ -366,7 +221,7 @@ def run_gate(
             node = _changed_node(template, traces)
             chosen = _probes(traces, node, probes_n, seed_n, template)
             plan.append((template, file, node, chosen, _jobs(template, file, node, chosen, repeats_n)))
-        context = replay_context(spec, base_dir, client, graph, ReplayMode(), seed=seed_n, run_id="gate")
+        context = run.replay_context(graph, ReplayMode(), seed=seed_n, run_id="gate")
         jobs = [j for *_, js in plan for j in js]
         results: dict[str, dict[str, Any]] = {}
         progress = Progress("gate replays", len(jobs), stream=progress_stream)
@@ -376,15 +231,14 @@ def run_gate(
             progress.advance(failed=int("error" in data))
 
         try:
-            make_executor(spec, None, None).run(context, jobs, done, lambda: False)
+            run.executor().run(context, jobs, done, lambda: False)
         finally:
             progress.close()
     failed = [(j, results[j.job_id]["error"]) for j in jobs if "error" in results.get(j.job_id, {"error": "not run"})]
     if failed:
         raise QuiverError(f"{len(failed)} of {len(jobs)} gate replays failed, so no verdict is given; the first: "
                           f"{failed[0][0].job_id}: {str(failed[0][1]).splitlines()[0][:300]}")
-    store = EmbeddingStore(make_embedder(spec.analysis.embedder),
-                           Path(spec.analysis.cache_dir) if spec.analysis.cache_dir else default_cache_dir())
+    store = run.embedding_store()
     rows = []
     try:
         for template, file, node, chosen, js in plan:
@@ -395,8 +249,9 @@ def run_gate(
             if bad:
                 raise QuiverError(f"{len(bad)} gate replay(s) of {template} did not pair cleanly (status "
                                   f"{bad[0].status}); the first: {bad[0].trace_id}")
-            rows.append(_candidate(template, file, node, chosen, repeats_n, pairs, graph, profile, alpha_v,
-                                   spec.analysis.resamples, seed_n, spec.analysis.epsilon))
+            rows.append(judge_candidate(GateCandidate(template, file, node, chosen, repeats_n), pairs, graph, profile,
+                                        alpha=alpha_v, resamples=spec.analysis.resamples, seed=seed_n,
+                                        epsilon=spec.analysis.epsilon))
     finally:
         store.close()
     verdict = "fail" if any(r["verdict"] == "fail" for r in rows) else "pass"
@@ -412,76 +267,3 @@ def run_gate(
         (out / name).write_text(text, encoding="utf-8")
         result.files.append(out / name)
     return result
-
-
-# --------------------------------------------------------------------------- reports
-
-
-def _interval(row: Mapping[str, Any]) -> str:
-    return fmt_est({"x": row["value"], "x_ci": row["ci"]}, "x")
-
-
-def _signed(row: Mapping[str, Any]) -> str:
-    return fmt_est({"x": row["value"], "x_ci": row["ci"]}, "x", signed=True)
-
-
-def gate_markdown(data: Mapping[str, Any]) -> str:
-    """The gate's verdict as Markdown, fit for a pull-request comment."""
-    verdict = str(data["verdict"]).upper()
-    lines = [f"## quiver gate: {verdict}", "",
-             f"{len(data['candidates'])} candidate template(s); {data['probes']} probes x {data['repeats']} "
-             f"replays per arm, seed {data['seed']}; impact sets at alpha {data['alpha']:g}; profile: "
-             f"{data['profile']}.", ""]
-    for c in data["candidates"]:
-        lines += [f"### `{c['template']}` at node `{c['node']}`: {c['verdict'].upper()}", "",
-                  f"Candidate `{c['path']}`; {c['probes']} probes over {c['inputs']} inputs, "
-                  f"{c['pairs']['candidate']} replays per arm. Means with 95% intervals (bootstrap over "
-                  "probe inputs); the difference is paired replay by replay.", "",
-                  "| measure | candidate | current template | candidate - current |",
-                  "| --- | ---: | ---: | ---: |"]
-        table = [(f"d_i ({c['node']})", c["d_i"])]
-        table += [(f"  field {f}", row) for f, row in c.get("fields", {}).items()]
-        table += [(f"{k} rate", v) for k, v in c["rates"].items()]
-        table += [(f"d ({v})", row) for v, row in c["downstream"].items()]
-        for name, row in table:
-            lines.append(f"| {name} | {_interval(row['candidate'])} | {_interval(row['current'])} | "
-                         f"{_signed(row['difference'])} |")
-        beta = c["beta_shape"]
-        lines += ["", f"beta_shape of `{c['node']}`: {fmt(beta['value'])} ({beta['source']}).", ""]
-        if c["failures"]:
-            lines += ["**Fails:**", ""] + [f"- {f}" for f in c["failures"]] + [""]
-            if c.get("rates_only_within_noise"):
-                lines += [f"Only the rates fail, and d_i at `{c['node']}` is within the current template's own "
-                          "noise: the rate test's false alarm (about 1 in 40 changes that move nothing, per rate) "
-                          "is possible. Gating again at another `--seed` tells the two apart.", ""]
-        if c["within_noise"]:
-            lines += [f"d_i does not exceed the current template's own noise at `{c['node']}` by more than "
-                      f"epsilon = {fmt(c['epsilon'])}: nothing to re-evaluate.", ""]
-        elif c["re_evaluate"]:
-            lines += ["**Re-evaluate** (impact set):", ""]
-            lines += [f"- `{m['node']}`: {'; '.join(m['reasons'])}" for m in c["re_evaluate"]] + [""]
-        else:
-            lines += ["The profile's impact set is empty at this alpha: nothing to re-evaluate.", ""]
-        if c["moved"]:
-            lines += ["Measured: the distance rose at " + ", ".join(f"`{v}`" for v in c["moved"]) + ".", ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def gate_junit(data: Mapping[str, Any]) -> str:
-    """The gate's verdict as JUnit XML: one test case per candidate template."""
-    cases = []
-    for c in data["candidates"]:
-        name = quoteattr(f"{c['template']} ({c['node']})")
-        if c["verdict"] == "fail":
-            message = quoteattr("; ".join(c["failures"]))
-            body = escape("\n".join(c["failures"]))
-            cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
-                         f'    <failure message={message} type="gate">{body}</failure>\n  </testcase>')
-        else:
-            out = escape("re-evaluate: " + (", ".join(m["node"] for m in c["re_evaluate"]) or "nothing"))
-            cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
-                         f'    <system-out>{out}</system-out>\n  </testcase>')
-    failures = sum(c["verdict"] == "fail" for c in data["candidates"])
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuite name="quiver gate" tests="{len(data["candidates"])}" failures="{failures}" errors="0" '
-            f'time="{data.get("seconds", 0)}">\n' + "\n".join(cases) + "\n</testsuite>\n")

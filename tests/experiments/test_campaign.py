@@ -26,8 +26,11 @@ import pytest
 from quiver._errors import SpecError
 from quiver._trace import load_traces
 from quiver._yamlspec import load_spec
-from quiver.experiments._campaign import expand_jobs, run_campaign
+from quiver.experiments._campaign import CampaignRun, expand_jobs, run_campaign
+from quiver.experiments._cli import build_parser, main
 from quiver.experiments._config import CampaignSpec
+from quiver.perturbations import FieldTouch, Operator, OperatorContext, OperatorParams, make_operator, operator
+from quiver.replay import Executor, ReplayContext, Replayer, Target, executor, worker_for
 
 ROOT = Path(__file__).parents[2]
 DEMO = ROOT / "experiments" / "support_bot"
@@ -215,13 +218,112 @@ def test_ray_executor_gives_the_same_pairs_and_numbers(
     baseline: Path, reference: Path, tmp_path: Path, ray_instance: Any
 ) -> None:
     result = run_campaign(_spec(tmp_path, baseline, "run", executor="ray"), progress_stream=None)
-    assert result.complete and result.executor == "ray" and result.ray_nodes >= 1
+    assert result.complete and result.executor == "ray" and result.nodes >= 1
     pairs = _pairs(tmp_path / "run")
     assert [p for p in pairs if p["status"] != "ok"] == []
     assert pairs == _pairs(reference)
     assert json.loads((tmp_path / "run" / "campaign.json").read_text()) == json.loads(
         (reference / "campaign.json").read_text()
     )
+
+
+# --------------------------------------------------------------------------- a new executor
+
+
+@executor("toy-serial")
+class ToySerial(Executor):
+    """A whole executor in one class: one replay at a time, in job order, in this process.
+    Its own setting comes from the spec's ``executor.options``."""
+
+    def __init__(self, reverse: bool) -> None:
+        self.reverse = reverse
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ToySerial:
+        return cls(bool(settings.get("options", {}).get("reverse", False)))
+
+    def run(self, context: ReplayContext, jobs: Any, on_done: Any, should_stop: Any) -> None:
+        worker = worker_for(context)
+        for job in reversed(jobs) if self.reverse else jobs:
+            if should_stop():
+                return
+            on_done(job.job_id, worker.run(job))
+
+
+def test_a_new_executor_is_one_class_that_specs_and_the_command_line_can_name(
+    baseline: Path, reference: Path, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path, baseline, "run", executor="toy-serial")
+    spec.write_text(spec.read_text().replace("kind: toy-serial,", "kind: toy-serial, options: {reverse: true},"))
+    assert main(["run", str(spec), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["executor"] == "toy-serial" and summary["nodes"] == 1 and summary["complete"]
+    assert _pairs(tmp_path / "run") == _pairs(reference)  # the order jobs ran in changes nothing
+    assert json.loads((tmp_path / "run" / "campaign.json").read_text()) == json.loads(
+        (reference / "campaign.json").read_text())
+    assert build_parser().parse_args(["run", str(spec), "--executor", "toy-serial"]).executor == "toy-serial"
+
+
+def test_an_unknown_executor_names_the_registered_ones(baseline: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", str(_spec(tmp_path, baseline, "x")), "--executor", "spark"])
+    assert "invalid choice: 'spark'" in capsys.readouterr().err
+    path = _spec(tmp_path, baseline, "y", executor="spark")
+    with pytest.raises(SpecError, match=r"executor.kind: .*unknown executor 'spark'; the registered executors are .*local"):
+        load_spec(CampaignSpec, path)
+
+
+# --------------------------------------------------------------------------- a new operator
+
+
+class MoodParams(OperatorParams):
+    """Parameters of the toy ``set_mood`` operator."""
+
+    mood: str
+    """The sentiment to force."""
+
+
+@operator("set_mood")
+class SetMood(Operator):
+    """A whole operator in one class: force signal_analysis' sentiment. It says which field
+    it touches, so campaigns check it against the graph like a built-in one."""
+
+    mode = "output"
+    binary = True
+    Params = MoodParams
+    params: MoodParams
+
+    def fields_touched(self) -> list[FieldTouch]:
+        return [FieldTouch("sentiment", self.params.mood)]
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        return {**output, "sentiment": self.params.mood}
+
+
+def test_a_new_operator_gets_the_spec_checks_and_replays(baseline: Path, tmp_path: Path) -> None:
+    text = _spec(tmp_path, baseline, "x").read_text()
+    head = text[:text.index("perturbations:")]
+    tail = text[text.index("replay:"):]
+    path = tmp_path / "mood.yaml"
+    path.write_text(head + "perturbations:\n  - {id: furious, node: signal_analysis, op: set_mood, "
+                    "params: {mood: furious}}\n" + tail)
+    with pytest.raises(SpecError, match=r"mood\.yaml:\d+: perturbations\[0\]\.params: 'furious' is not a category of "
+                                        r"signal_analysis\.sentiment; its categories are negative, neutral, positive"):
+        CampaignRun.load(path, stream=None)
+    path.write_text(head + "perturbations:\n  - {id: negative, node: signal_analysis, op: set_mood, "
+                    "params: {mood: negative}}\n" + tail)
+    run = CampaignRun.load(path, stream=None)
+    traces = load_traces(baseline).traces
+    jobs, _, _ = expand_jobs(run.spec, traces)
+    trace = next(t for t in traces if t.trace_id == jobs[0].trace["trace_id"])
+    with run.connected() as client:
+        replayer = Replayer(run.fn, client=client, graph=run.graph(traces), base_dir=run.base_dir)
+        result = replayer.replay(trace, target=Target("signal_analysis"),
+                                 operator=make_operator("set_mood", {"mood": "negative"}))
+    assert result.reproduced and result.target is not None
+    assert result.target.perturbed["sentiment"] == "negative"
+    assert result.target.noop == (result.target.original["sentiment"] == "negative")
 
 
 def test_another_recording_of_the_same_inputs_gives_the_same_numbers(
@@ -257,7 +359,7 @@ CLUSTER = textwrap.dedent("""
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     result = run_campaign(sys.argv[1], executor="ray", progress_stream=None)
-    print(json.dumps({"complete": result.complete, "nodes": result.ray_nodes}))
+    print(json.dumps({"complete": result.complete, "nodes": result.nodes}))
     ray.shutdown()
     cluster.shutdown()
 """)

@@ -1,0 +1,119 @@
+"""``quiver import`` and ``quiver export``: traces written by other tools, in and out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, EXIT_PROBLEMS, LazyChoices
+
+__all__ = ["add_parser", "run_import", "run_export"]
+
+
+def _formats() -> list[str]:
+    from quiver._importers import registered_formats
+
+    return list(registered_formats())
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``quiver import`` and ``quiver export``."""
+    imp = sub.add_parser(
+        "import",
+        help="import OpenInference / OTel GenAI / Langfuse spans as a trace corpus",
+        description=(
+            "Read spans exported by an observability tool and write them as a v1 trace corpus: "
+            "one span or observation, one node call; parents from the parent ids, occurrences by "
+            "start time, models, prompts, retrieval sets and tool steps into the replay-contract "
+            "fields. Attributes that cannot be mapped are kept in each call's tags. Prints what "
+            "was mapped and what was not, and every problem (truncated JSON, duplicated span ids, "
+            "missing parents) with its location and span id; exit 1 when there were problems."
+        ),
+    )
+    imp.add_argument(
+        "format", choices=LazyChoices(_formats), metavar="FORMAT",
+        help="a registered format (%(choices)s): openinference for Arize Phoenix, otel-genai for gen_ai.* "
+             "and Vercel AI SDK ai.* spans, langfuse for {trace, observations[]} exports; others plug in through "
+             "the quiver.importers entry points",
+    )
+    imp.add_argument("files", type=Path, nargs="+", help="span files: JSON or JSON Lines (.gz accepted)")
+    imp.add_argument("--out", type=Path, required=True, help="the trace corpus to write (JSONL)")
+    imp.add_argument(
+        "--group-by", metavar="KEY",
+        help="same-input group key: input (the default: a hash of the root span's input), session, "
+             "trace (one group per trace), metadata.KEY or attribute.NAME of the root span",
+    )
+    imp.add_argument(
+        "--node-name", metavar="HOW",
+        help="how a node is named: name (the default: the span name), kind+name, or attribute.KEY",
+    )
+    imp.add_argument("--summary", type=Path, metavar="FILE", help="also write the import summary as JSON here")
+
+    imp.set_defaults(handler=run_import)
+
+    exp = sub.add_parser(
+        "export",
+        help="export a trace corpus as OpenInference spans",
+        description=(
+            "Write traces as OpenInference spans (JSON Lines, one span a line, or one OTLP/JSON "
+            "request with --otlp) for Arize Phoenix and other OpenTelemetry tools. quiver.* "
+            "attributes carry what OpenInference has no attribute for, so `quiver import "
+            "openinference` gives the traces back. Exit 1 when a trace line could not be read."
+        ),
+    )
+    exp.add_argument("format", choices=["openinference"], help="the span format (openinference)")
+    exp.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
+    exp.add_argument("--out", type=Path, required=True, help="the span file to write")
+    exp.add_argument("--otlp", action="store_true", help="write one OTLP/JSON export request instead of JSON Lines")
+
+    exp.set_defaults(handler=run_export)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Run ``quiver import``; return the exit code."""
+    from quiver import import_traces
+
+    result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name)
+    written = result.write(args.out)
+    summary = result.summary()
+    if args.summary is not None:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        args.summary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    mapped, kept = summary["attributes"]["mapped"], summary["attributes"]["kept_in_tags"]
+    print(
+        f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s) into {written} trace(s) "
+        f"({summary['groups']} input group(s)) with {summary['calls']} node call(s); "
+        f"attribute keys: {len(mapped)} mapped, {len(kept)} kept in tags"
+    )
+    if kept:
+        top = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{k} ({n})" for k, n in top[:10])
+        more = f" and {len(top) - 10} more (see --summary)" if len(top) > 10 else ""
+        print(f"kept in tags: {shown}{more}")
+    print(f"corpus: {args.out}")
+    for problem in result.problems:
+        print(problem, file=sys.stderr)
+    if result.problems:
+        print(f"{len(result.problems)} problem(s) found; what could be read was imported", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run ``quiver export``; return the exit code."""
+    from quiver import QuiverError, iter_traces, write_openinference
+
+    errors: list[QuiverError] = []
+    traces = []
+    for path in args.traces:
+        if not path.is_file():
+            raise QuiverError(f"{path}: no such trace file")
+        traces += list(iter_traces(path, on_error=errors.append))
+    count = write_openinference(args.out, traces, otlp=args.otlp)
+    for error in errors:
+        print(error, file=sys.stderr)
+    print(f"exported {len(traces)} trace(s) as {count} OpenInference span(s) to {args.out}")
+    return EXIT_PROBLEMS if errors else EXIT_OK

@@ -1,0 +1,113 @@
+"""``quiver record SPEC``: a recording spec resolved into a recording run.
+
+Loads the spec, the pipeline and the inputs; starts the bundled simulator as a
+subprocess when the spec names it (and stops it afterwards, whatever happens); builds
+the LLM client and the redactor (which also removes the value of the API-key variable);
+and records the corpus with :func:`quiver.replay.record_corpus`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .common import EXIT_OK, EXIT_PROBLEMS
+
+if TYPE_CHECKING:
+    from quiver.experiments._config import RecordSpec
+    from quiver.replay import RecordResult
+
+__all__ = ["add_parser", "command", "RecordOverrides", "run_record"]
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``quiver record``."""
+    rec = sub.add_parser(
+        "record",
+        help="run a pipeline over inputs x repeats and write the trace corpus",
+        description=(
+            "Run the spec's pipeline over its inputs x repeats with bounded concurrency, "
+            "retrying LLM calls on 429/5xx/timeouts, and write traces.jsonl, summary.json "
+            "and record.log to the output folder. Starts the bundled simulator when the "
+            "spec says `llm: simulator`."
+        ),
+    )
+    rec.add_argument("spec", type=Path, help="the YAML spec (see `quiver schema record`)")
+    rec.add_argument("--output", help="output folder (overrides the spec's output)")
+    rec.add_argument("--repeats", type=int, help="repeats per input (overrides the spec)")
+    rec.add_argument("--concurrency", type=int, help="traces at once (overrides the spec)")
+    rec.add_argument("--resume", action="store_true", help="keep the traces an interrupted run wrote")
+    rec.add_argument("--quiet", action="store_true", help="no progress line")
+
+    rec.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run ``quiver record``; return the exit code."""
+    overrides = RecordOverrides(
+        output=args.output, repeats=args.repeats, concurrency=args.concurrency, resume=args.resume
+    )
+    _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
+    summary = result.summary()
+    retries = ", ".join(f"{k} {v}" for k, v in summary["retries"].items()) or "none"
+    print(
+        f"recorded {summary['traces']} traces ({summary['ok']} ok, {summary['failed']} failed, "
+        f"{summary['resumed']} resumed) with {summary['calls']} node calls and "
+        f"{summary['llm_calls']} LLM calls in {summary['seconds']:.1f}s; retries: {retries}"
+    )
+    print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
+    if result.failed:
+        print(f"{result.failed} trace(s) failed; see {result.log_path}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+@dataclass(frozen=True)
+class RecordOverrides:
+    """Command-line values that take precedence over the spec."""
+
+    output: str | None = None
+    repeats: int | None = None
+    concurrency: int | None = None
+    resume: bool = False
+
+
+def run_record(
+    spec_path: str | Path,
+    overrides: RecordOverrides | None = None,
+    *,
+    progress_stream: TextIO | None = sys.stderr,
+) -> tuple[RecordSpec, RecordResult]:
+    """Run ``quiver record SPEC``: returns the spec and what was recorded."""
+    from quiver._yamlspec import load_spec
+    from quiver.experiments._config import RecordSpec, load_inputs, open_llm, spec_redactor
+    from quiver.replay import load_pipeline, record_corpus
+
+    overrides = overrides or RecordOverrides()
+    path = Path(spec_path)
+    spec = load_spec(RecordSpec, path)
+    base_dir = path.parent
+    changes: dict[str, Any] = {
+        k: v for k, v in (("output", overrides.output), ("repeats", overrides.repeats),
+                          ("concurrency", overrides.concurrency)) if v is not None
+    }
+    spec = spec.model_copy(update=changes) if changes else spec
+    inputs = load_inputs(spec, base_dir, spec_file=str(path))
+    fn = load_pipeline(spec.pipeline, base_dir)
+    name = spec.name or getattr(fn, "__name__", "pipeline")
+    output_dir = Path(spec.output)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    redactor = spec_redactor(spec)
+    resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2)
+    (output_dir / "spec.resolved.json").write_text(resolved + "\n", encoding="utf-8")
+    with open_llm(spec.llm, base_dir) as client:
+        result = record_corpus(
+            fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
+            llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
+            resume=overrides.resume, progress_stream=progress_stream,
+        )
+    return spec, result
