@@ -61,9 +61,13 @@ from pathlib import Path
 from typing import Any
 
 from quiver._trace import load_traces
-from quiver.experiments._campaign import CampaignRun, Ledger, run_campaign
-from quiver.experiments._campaign import results as campaign_results
-from quiver.experiments._campaign import run as campaign_run
+from quiver.experiments._campaign import (
+    CampaignRun,
+    Ledger,
+    results as campaign_results,
+    run as campaign_run,
+    run_campaign,
+)
 from quiver.replay import LocalExecutor, RayExecutor
 from quiver.replay._executors import Worker
 
@@ -334,8 +338,8 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
           f"{r.done} pairs, {r.failed} failed, {r.llm_calls / n:.2f} LLM calls per pair")
     for error, count in r.errors.most_common(3):
         print(f"  failed x{count}: {error}")
-    print(f"  driver process CPU {t.cpu_s:.1f} s during executor.run = {t.cpu_s / max(t.executor_s, 1e-9):.2f} cores busy "
-          f"on average")
+    print(f"  driver process CPU {t.cpu_s:.1f} s during executor.run = "
+          f"{t.cpu_s / max(t.executor_s, 1e-9):.2f} cores busy on average")
     print(f"  ledger: {t.commits} transactions ({r.done / max(t.commits, 1):.1f} replays each), "
           f"{t.commit_s:.1f} s in a thread of its own ({1000 * t.commit_s / n:.1f} ms/replay)")
     embedded, calls = emb.get("embedded", 0), max(t.encode_calls, 1)

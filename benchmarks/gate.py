@@ -63,9 +63,9 @@ def main() -> int:
         print(f"setup (not part of a gate): baseline recorded and analysed in {time.perf_counter() - start:.1f} s",
               file=sys.stderr, flush=True)
         spec = folder / "gate.yaml"
-        spec.write_text(SPEC.format(demo=DEMO, latency=latency(args.latency_ms), baseline=traces, concurrency=args.concurrency,
-                                    cache=folder / "emb", probes=args.probes, repeats=args.repeats,
-                                    output=folder / "run"), encoding="utf-8")
+        spec.write_text(SPEC.format(demo=DEMO, latency=latency(args.latency_ms), baseline=traces,
+                                    concurrency=args.concurrency, cache=folder / "emb", probes=args.probes,
+                                    repeats=args.repeats, output=folder / "run"), encoding="utf-8")
         rows = []
         for template, path in CANDIDATES.items():
             out = folder / f"gate-{template}"

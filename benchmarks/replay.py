@@ -82,7 +82,8 @@ def main() -> int:
     ][: args.limit]
     fn = load_pipeline("pipeline.py:run", DEMO)
     latency = LatencyConfig(dist="constant", ms=args.latency_ms) if args.latency_ms else LatencyConfig()
-    with Simulator(SimulatorConfig(nondeterminism=0.15, faults=FaultConfig(latency=latency))) as sim, tempfile.TemporaryDirectory() as tmp:
+    sim_config = SimulatorConfig(nondeterminism=0.15, faults=FaultConfig(latency=latency))
+    with Simulator(sim_config) as sim, tempfile.TemporaryDirectory() as tmp:
         client = LLMClient(base_url=sim.url, model="support-bot-planner", api_key="sk-bench",
                            params={"temperature": 0, "seed": 42})
         t0, r0 = time.perf_counter(), sim.stats()["requests"]
@@ -100,7 +101,8 @@ def main() -> int:
         for node, op, params in CASES:
             eligible = [
                 t for t in traces
-                if any(c.node == node for c in t.calls) and (node != "route" or all(c.node != "smalltalk" for c in t.calls))
+                if any(c.node == node for c in t.calls)
+                and (node != "route" or all(c.node != "smalltalk" for c in t.calls))
             ]
             full_calls = sum(sum(c.kind == "llm" for c in t.calls) for t in eligible) / max(len(eligible), 1)
             operator = make_operator(op, params)

@@ -29,9 +29,9 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         run_campaign as run_campaign,
     )
     from quiver.experiments._cli import (
+        RecordOverrides as RecordOverrides,
         build_parser as build_parser,
         main as main,
-        RecordOverrides as RecordOverrides,
         run_record as run_record,
     )
     from quiver.experiments._config import (

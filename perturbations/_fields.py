@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from quiver._graph import FieldSpec, NodeSpec
-
 from quiver.perturbations._registry import OperatorError
 
 __all__ = ["get_field", "set_field", "field_spec"]

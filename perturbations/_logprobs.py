@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from quiver._canonical import canonical_json
-
 from quiver.perturbations._fields import get_field
 
 __all__ = ["logprob_alternatives", "same_value"]

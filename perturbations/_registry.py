@@ -412,7 +412,9 @@ def expand_ladder(
         if isinstance(steps, (str, bytes, Mapping)) or not isinstance(steps, Sequence) or not steps:
             raise OperatorError(f"ladder.{key}: the steps must be a non-empty list of values; got {steps!r}")
     keys = list(ladder)
-    return [{**params, **dict(zip(keys, combo))} for combo in itertools.product(*(ladder[k] for k in keys))]
+    return [
+        {**params, **dict(zip(keys, combo, strict=True))} for combo in itertools.product(*(ladder[k] for k in keys))
+    ]
 
 
 def expand_variants(name: str, params: Mapping[str, Any] | None) -> list[dict[str, Any]]:

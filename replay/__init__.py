@@ -21,35 +21,65 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
-    "._executors": ("Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
-                    "registered_executors", "worker_for"),
-    "._instrument": ("CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph", "gather", "get_template", "iteration", "load_template_file", "loop", "node", "retrieved", "template", "template_overrides", "tool_step",),
-    "._llm": ("ChatResult", "LLMClient", "ResponseCache", "RetryPolicy", "configure_llm", "llm", "request_overrides", "use_llm", "use_response_cache",),
-    "._keys": ("SAMPLE_KEY_HEADER", "derive_sample_key", "replay_identity", "replay_sample_key", "sample_ids", "trace_sample_key",),
-    "._pipeline": ("call_pipeline", "load_pipeline",),
-    "._record": ("InputItem", "RecordResult", "new_run_id", "record_corpus",),
-    "._replayer": ("DIMENSIONS", "ReplayError", "ReplayMode", "ReplayResult", "Replayer", "Target", "replay_many", "replay_trace",),
-    "._sim": ("FaultConfig", "Fields", "LatencyConfig", "SimChoice", "SimRequest", "Simulator", "SimulatorConfig", "SimulatorProcess", "Text", "check_loopback", "complete", "sim_model", "sim_model_names",),
-    "quiver._trace": ("Divergence", "FieldDiff", "TargetReport",),
-    "quiver._interventional": ("PairResult", "pair_results",),
+    "._executors": (
+        "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
+        "registered_executors", "worker_for",
+    ),
+    "._instrument": (
+        "CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph",
+        "gather", "get_template", "iteration", "load_template_file", "loop", "node", "retrieved", "template",
+        "template_overrides", "tool_step",
+    ),
+    "._llm": (
+        "ChatResult", "LLMClient", "ResponseCache", "RetryPolicy", "configure_llm", "llm", "request_overrides",
+        "use_llm", "use_response_cache",
+    ),
+    "._keys": (
+        "SAMPLE_KEY_HEADER", "derive_sample_key", "replay_identity", "replay_sample_key", "sample_ids",
+        "trace_sample_key",
+    ),
+    "._pipeline": ("call_pipeline", "load_pipeline"),
+    "._record": ("InputItem", "RecordResult", "new_run_id", "record_corpus"),
+    "._replayer": (
+        "DIMENSIONS", "ReplayError", "ReplayMode", "ReplayResult", "Replayer", "Target", "replay_many", "replay_trace",
+    ),
+    "._sim": (
+        "FaultConfig", "Fields", "LatencyConfig", "SimChoice", "SimRequest", "Simulator", "SimulatorConfig",
+        "SimulatorProcess", "Text", "check_loopback", "complete", "sim_model", "sim_model_names",
+    ),
+    "quiver._trace": ("Divergence", "FieldDiff", "TargetReport"),
+    "quiver._interventional": ("PairResult", "pair_results"),
 }
 _EXPORTS = {name: module for module, names in _FAMILIES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
+    from quiver._interventional import (
+        PairResult as PairResult,
+        pair_results as pair_results,
+    )
+    from quiver._trace import (
+        Divergence as Divergence,
+        FieldDiff as FieldDiff,
+        TargetReport as TargetReport,
+    )
     from quiver.replay._executors import (
         Executor as Executor,
-        executor as executor,
         LocalExecutor as LocalExecutor,
-        make_executor as make_executor,
         RayExecutor as RayExecutor,
-        registered_executors as registered_executors,
         ReplayContext as ReplayContext,
         ReplayJob as ReplayJob,
+        executor as executor,
+        make_executor as make_executor,
+        registered_executors as registered_executors,
         worker_for as worker_for,
     )
     from quiver.replay._instrument import (
-        bind as bind,
         CallHandle as CallHandle,
+        NodeSpec as NodeSpec,
+        Template as Template,
+        ThreadPoolExecutor as ThreadPoolExecutor,
+        TraceBuilder as TraceBuilder,
+        bind as bind,
         decide as decide,
         declared_graph as declared_graph,
         gather as gather,
@@ -58,33 +88,29 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         load_template_file as load_template_file,
         loop as loop,
         node as node,
-        NodeSpec as NodeSpec,
         retrieved as retrieved,
-        Template as Template,
         template as template,
         template_overrides as template_overrides,
-        ThreadPoolExecutor as ThreadPoolExecutor,
         tool_step as tool_step,
-        TraceBuilder as TraceBuilder,
-    )
-    from quiver.replay._llm import (
-        ChatResult as ChatResult,
-        configure_llm as configure_llm,
-        llm as llm,
-        LLMClient as LLMClient,
-        request_overrides as request_overrides,
-        ResponseCache as ResponseCache,
-        RetryPolicy as RetryPolicy,
-        use_llm as use_llm,
-        use_response_cache as use_response_cache,
     )
     from quiver.replay._keys import (
+        SAMPLE_KEY_HEADER as SAMPLE_KEY_HEADER,
         derive_sample_key as derive_sample_key,
         replay_identity as replay_identity,
         replay_sample_key as replay_sample_key,
         sample_ids as sample_ids,
-        SAMPLE_KEY_HEADER as SAMPLE_KEY_HEADER,
         trace_sample_key as trace_sample_key,
+    )
+    from quiver.replay._llm import (
+        ChatResult as ChatResult,
+        LLMClient as LLMClient,
+        ResponseCache as ResponseCache,
+        RetryPolicy as RetryPolicy,
+        configure_llm as configure_llm,
+        llm as llm,
+        request_overrides as request_overrides,
+        use_llm as use_llm,
+        use_response_cache as use_response_cache,
     )
     from quiver.replay._pipeline import (
         call_pipeline as call_pipeline,
@@ -92,43 +118,34 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
     )
     from quiver.replay._record import (
         InputItem as InputItem,
+        RecordResult as RecordResult,
         new_run_id as new_run_id,
         record_corpus as record_corpus,
-        RecordResult as RecordResult,
     )
     from quiver.replay._replayer import (
         DIMENSIONS as DIMENSIONS,
-        replay_many as replay_many,
-        replay_trace as replay_trace,
         Replayer as Replayer,
         ReplayError as ReplayError,
         ReplayMode as ReplayMode,
         ReplayResult as ReplayResult,
         Target as Target,
+        replay_many as replay_many,
+        replay_trace as replay_trace,
     )
     from quiver.replay._sim import (
-        check_loopback as check_loopback,
-        complete as complete,
         FaultConfig as FaultConfig,
         Fields as Fields,
         LatencyConfig as LatencyConfig,
-        sim_model as sim_model,
-        sim_model_names as sim_model_names,
         SimChoice as SimChoice,
         SimRequest as SimRequest,
         Simulator as Simulator,
         SimulatorConfig as SimulatorConfig,
         SimulatorProcess as SimulatorProcess,
         Text as Text,
-    )
-    from quiver._trace import (
-        Divergence as Divergence,
-        FieldDiff as FieldDiff,
-        TargetReport as TargetReport,
-    )
-    from quiver._interventional import (
-        pair_results as pair_results,
-        PairResult as PairResult,
+        check_loopback as check_loopback,
+        complete as complete,
+        sim_model as sim_model,
+        sim_model_names as sim_model_names,
     )
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)

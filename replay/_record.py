@@ -27,16 +27,11 @@ from typing import Any, TextIO
 
 from quiver._canonical import content_hash
 from quiver._progress import Progress
-from quiver._trace import RedactingFilter, Redactor
-from quiver._trace import Trace
-from quiver._trace import TraceWriter, iter_traces, write_traces
-
+from quiver._trace import RedactingFilter, Redactor, Trace, TraceWriter, iter_traces, write_traces
 from quiver.replay._instrument import TraceBuilder
+from quiver.replay._keys import trace_sample_key
 from quiver.replay._llm import LLMClient
-from quiver.replay._keys import trace_sample_key
-from quiver.replay._pipeline import check_pipeline_inputs
-from quiver.replay._keys import trace_sample_key
-from quiver.replay._pipeline import run_traced
+from quiver.replay._pipeline import check_pipeline_inputs, run_traced
 
 __all__ = ["InputItem", "RecordResult", "record_corpus", "new_run_id"]
 

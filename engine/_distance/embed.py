@@ -193,12 +193,12 @@ def _quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
     try:
         yield
     finally:
         if enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
 
 
 class FunctionEmbedder:
@@ -371,9 +371,9 @@ class EmbeddingStore:
         self._embedded += len(batch)
         if self._cache is not None:
             with self._cache.transact():
-                for text, vector in zip(batch, vectors):
+                for text, vector in zip(batch, vectors, strict=True):
                     self._cache.set(self._key(text), vector.tobytes())
-        for text, vector in zip(batch, vectors):
+        for text, vector in zip(batch, vectors, strict=True):
             self._vectors[text] = vector
 
 
@@ -391,7 +391,7 @@ def make_embedder(spec: Embedder | str | Callable[[list[str]], Any] | None) -> E
     if isinstance(spec, str):
         return SentenceTransformerEmbedder(spec)
     if hasattr(spec, "encode") and hasattr(spec, "name"):
-        return spec  # type: ignore[return-value]
+        return spec
     if callable(spec):
         return FunctionEmbedder(spec, name=getattr(spec, "__name__", "function"))
     raise QuiverError(f"embedder must be a model name, an Embedder or a function; got {type(spec).__name__}")

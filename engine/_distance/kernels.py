@@ -58,6 +58,7 @@ from typing import Any
 from quiver._canonical import canonical_json, to_jsonable
 from quiver._errors import QuiverError
 from quiver._graph import FieldSpec, NodeSpec, infer_field
+
 from .registry import KernelError, TextDistance, get_kernel, register_kernel
 
 __all__ = [

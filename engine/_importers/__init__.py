@@ -13,13 +13,34 @@ any format registered with :func:`import_format`.
 
 from __future__ import annotations
 
-from .common import NOTHING, ImportProblem, SourceSpan, MappedCall, Attrs, Note, SpanFormat, read_sources, summary_key, unflatten, input_mapping
-from .values import parse_json, parse_json_strict, normalise_messages, render_messages, messages_text, documents, to_ns, iso_from_ns
-from .registry import ImportFormatError, import_format, get_format, registered_formats, unregister_format
-from .otel import OtelFormat, flatten, response_usage
-from .openinference import OpenInferenceFormat, export_openinference, write_openinference, to_otlp
-from .langfuse import LangfuseFormat
 from .build import ImportResult, import_traces
+from .common import (
+    NOTHING,
+    Attrs,
+    ImportProblem,
+    MappedCall,
+    Note,
+    SourceSpan,
+    SpanFormat,
+    input_mapping,
+    read_sources,
+    summary_key,
+    unflatten,
+)
+from .langfuse import LangfuseFormat
+from .openinference import OpenInferenceFormat, export_openinference, to_otlp, write_openinference
+from .otel import OtelFormat, flatten, response_usage
+from .registry import ImportFormatError, get_format, import_format, registered_formats, unregister_format
+from .values import (
+    documents,
+    iso_from_ns,
+    messages_text,
+    normalise_messages,
+    parse_json,
+    parse_json_strict,
+    render_messages,
+    to_ns,
+)
 
 __all__ = [
     "NOTHING",

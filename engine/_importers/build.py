@@ -20,6 +20,8 @@ from pydantic import ValidationError
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
 from quiver._errors import QuiverError
+from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, ToolStep, Trace, write_traces
+
 from .common import (
     NOTHING,
     Attrs,
@@ -32,8 +34,6 @@ from .common import (
     summary_key,
 )
 from .registry import get_format
-from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, ToolStep, Trace
-from quiver._trace import write_traces
 
 __all__ = ["ImportResult", "import_traces"]
 
@@ -132,7 +132,8 @@ def import_traces(
     fmt = get_format(format)
     _check_group_by(group_by)
     namer = _namer(node_name, fmt)
-    sources = [files_or_records] if isinstance(files_or_records, (str, os.PathLike, Mapping)) else list(files_or_records)
+    single = isinstance(files_or_records, (str, os.PathLike, Mapping))
+    sources = [files_or_records] if single else list(files_or_records)
     result = ImportResult(format=fmt.name, sources=[str(s) for s in sources if isinstance(s, (str, os.PathLike))])
     spans: list[SourceSpan] = []
     for value, where in read_sources(sources, result.problems):
@@ -210,8 +211,8 @@ def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
     def root_of(span: SourceSpan) -> str | None:
         seen: set[str] = set()
         while span.parent_id in loose and span.parent_id not in seen:
-            seen.add(span.parent_id)  # type: ignore[arg-type]
-            span = loose[span.parent_id]  # type: ignore[index]
+            seen.add(span.parent_id)
+            span = loose[span.parent_id]
         return span.span_id
 
     groups: dict[tuple[str, Any], list[SourceSpan]] = {}
@@ -315,7 +316,7 @@ class _Assembly:
         ids = [self.mapped[id(s)][1].get("call_id") for s in self.calls]
         numbers = [int(m.group(1)) for i in ids if isinstance(i, str) and (m := re.fullmatch(r"c(\d+)", i))]
         if self.calls and len(numbers) == len(self.calls) and len(set(numbers)) == len(numbers) and min(numbers) > 0:
-            return [s for _, s in sorted(zip(numbers, self.calls), key=lambda x: x[0])]
+            return [s for _, s in sorted(zip(numbers, self.calls, strict=True), key=lambda x: x[0])]
         if any(i is not None for i in ids):
             self.note(self.calls[0], "quiver.call_id is missing, repeated or not c1..cN on some spans of "
                       "the trace; call ids follow the span order")
@@ -508,11 +509,11 @@ def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
         fields["repeat"] = repeat if isinstance(repeat, int) else None
         rows.append(fields)
     groups: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for draft, fields in zip(drafts, rows):
+    for draft, fields in zip(drafts, rows, strict=True):
         groups[fields["input_id"]].append((draft.start_ns is None, draft.start_ns or 0, fields["trace_id"]))
     rank = {key[2]: i for members in groups.values() for i, key in enumerate(sorted(members))}
     traces: list[Trace] = []
-    for draft, fields in zip(drafts, rows):
+    for draft, fields in zip(drafts, rows, strict=True):
         if fields["repeat"] is None:
             fields["repeat"] = rank[fields["trace_id"]]
         try:

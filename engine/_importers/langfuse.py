@@ -49,10 +49,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
+from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
+
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
 from .registry import import_format
 from .values import documents, messages_text, normalise_messages, parse_json, render_messages, to_ns
-from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
 __all__ = ["LangfuseFormat"]
 

@@ -54,16 +54,17 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from quiver._canonical import content_hash, to_jsonable
+from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall, PromptInfo, ToolStep, Trace
+
 from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
 from .otel import OtelFormat, response_usage
 from .registry import import_format
 from .values import documents, iso_from_ns, messages_text, normalise_messages, parse_json, render_messages, to_ns
-from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall, PromptInfo, ToolStep, Trace
 
 __all__ = ["OpenInferenceFormat", "export_openinference", "write_openinference", "to_otlp"]
 
@@ -203,7 +204,7 @@ def _epoch_ns(run_id: str) -> int:
     m = re.match(r"(\d{8}T\d{6}Z)", run_id)
     if m is None:
         return _DEFAULT_EPOCH_NS
-    stamp = datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    stamp = datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
     return int(stamp.timestamp()) * 1_000_000_000
 
 

@@ -53,10 +53,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
+from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
+
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat, unflatten
 from .registry import import_format
 from .values import messages_text, normalise_messages, parse_json, render_messages, to_ns
-from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
 __all__ = ["OtelFormat", "flatten", "response_usage"]
 
@@ -302,7 +303,8 @@ class OtelFormat(SpanFormat):
 
     def _input(self, attrs: Attrs, messages: Any) -> Any:
         raw = attrs.first("input.value", "input", "gen_ai.input.messages", "ai.prompt.messages", "ai.prompt",
-                          "gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "ai.values", "ai.value")
+                          "gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "ai.values",
+                          "ai.value")
         if raw is not None:
             return parse_json(raw)
         if messages:
@@ -352,7 +354,8 @@ class OtelFormat(SpanFormat):
         reasons = attrs.get("gen_ai.response.finish_reasons")
         reason = reasons[0] if isinstance(reasons, list) and reasons else None
         if reason is None or attrs.peek("ai.response.finishReason") == reason:
-            reason = attrs.first("ai.response.finishReason") if reason is None else attrs.get("ai.response.finishReason")
+            key = "ai.response.finishReason"
+            reason = attrs.first(key) if reason is None else attrs.get(key)
         return LLMResponse(content=content, finish_reason=str(reason) if reason is not None else None,
                            usage=response_usage(attrs))
 
@@ -389,7 +392,10 @@ def _error(events: list[Mapping[str, Any]], message: Any) -> tuple[CallError, li
             error = CallError(type=str(attributes.get("exception.type") or "Error"),
                               message=str(attributes.get("exception.message") or message or ""))
             rest = {k: v for k, v in attributes.items() if k not in ("exception.type", "exception.message")}
-            kept = [*events[:i], {**event, "attributes": rest}, *events[i + 1:]] if rest else events[:i] + events[i + 1:]
+            if rest:
+                kept = [*events[:i], {**event, "attributes": rest}, *events[i + 1:]]
+            else:
+                kept = events[:i] + events[i + 1:]
             return error, kept
     return CallError(type="Error", message=str(message or "")), events
 

@@ -28,6 +28,7 @@ from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from quiver._errors import QuiverError
+
 from .common import SpanFormat
 
 __all__ = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
@@ -280,6 +280,6 @@ def _offset(raw: str | None) -> str:
 def iso_from_ns(ns: int) -> str:
     """An ISO 8601 UTC time with the precision the nanoseconds need (micro or nano)."""
     seconds, frac = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     digits = f"{frac:09d}"
     return f"{stamp}.{digits[:6] if digits.endswith('000') else digits}Z"

@@ -12,38 +12,37 @@
 
 from __future__ import annotations
 
-from .reader import CampaignFormatError
-from .rows import PairRow, PairStatus
-from .columns import Event, TIE, Columns, mask, difference
 from .betas import (
-    Threshold,
-    ThresholdBin,
-    beta,
-    MIN_BIN_PAIRS,
-    QUANTILE_BINS,
-    UPPER_BOUND_PAIRS,
     MATCHED,
     MATCHED_CONTROLS,
     MATCHED_MIXED,
+    MIN_BIN_PAIRS,
+    QUANTILE_BINS,
+    UPPER_BOUND_PAIRS,
+    Threshold,
+    ThresholdBin,
+    beta,
 )
+from .columns import TIE, Columns, Event, difference, mask
+from .estimates import RATES, STATUSES, STRATA, campaign_estimates, downstream_nodes, holm, permutation_test
+from .gate import GateCandidate, GateProfile, judge_candidate
+from .pairing import PairResult, Replayed, first_divergent_call, pair_results, seen_part
+from .reader import CampaignFormatError
 from .results import (
     CampaignEstimates,
-    PerturbationEstimates,
-    RowCounts,
-    Rates,
-    StratumEstimates,
-    ObservationalEstimates,
     ControlReplays,
     NegativeControl,
     NodeTest,
-    ValidationRow,
+    ObservationalEstimates,
+    PerturbationEstimates,
+    Rates,
+    RowCounts,
     SkippedValidationRow,
+    StratumEstimates,
     UnknownPerturbationError,
+    ValidationRow,
 )
-from .estimates import campaign_estimates, downstream_nodes, holm, permutation_test, STATUSES, STRATA, RATES
-from .pairing import PairResult, Replayed, pair_results, first_divergent_call, seen_part
-
-from .gate import GateCandidate, GateProfile, judge_candidate
+from .rows import PairRow, PairStatus
 
 __all__ = [
     "CampaignFormatError",

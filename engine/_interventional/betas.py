@@ -63,8 +63,8 @@ from typing import Any, Literal
 import numpy as np
 
 from quiver._observational import group_minimum
-from quiver._stats import Estimate, GroupBootstrap, rounded
-from quiver._stats import PairTable
+from quiver._stats import Estimate, GroupBootstrap, PairTable, rounded
+
 from .columns import TIE, Columns, Event, difference, mask
 from .reader import Reader, estimate_json
 
@@ -126,7 +126,7 @@ def _references(cols: Columns, table: PairTable, event: Event, control: Columns 
         fired = control.event(event).astype(np.float64)
         k: dict[str, float] = {}
         n: dict[str, int] = {}
-        for t, f in zip(control.trace, fired):
+        for t, f in zip(control.trace, fired, strict=True):
             k[t] = k.get(t, 0.0) + f
             n[t] = n.get(t, 0) + 1
         for i, t in enumerate(cols.trace):
@@ -158,7 +158,7 @@ def _quantile_bins(magnitude: np.ndarray) -> list[np.ndarray]:
     starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])  # runs of tied magnitudes
     ends = np.r_[starts[1:], n]
     bins: list[list[int]] = [[]]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         if len(bins[-1]) >= n / k:
             bins.append([])
         bins[-1] += order[s:e].tolist()

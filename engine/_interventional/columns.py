@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from quiver._stats import Estimate, GroupBootstrap, percentile_interval
+
 from .rows import PairRow
 
 __all__ = ["Event", "TIE", "Columns", "mask", "difference"]

@@ -75,6 +75,7 @@ from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._observational import DEFAULT_EPSILON, DivergenceRates, Profile, divergence_rates
 from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, PairTable, rounded
+
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
 from .results import (
@@ -330,7 +331,7 @@ def _negative_control(pid: str, cols: Columns, nodes: Sequence[str], table: Pair
             raw[node] = p
     if not raw:
         return _not_run("no downstream node has both no-op and observational distances", rows)
-    for node, adj in zip(raw, holm(list(raw.values()))):
+    for node, adj in zip(raw, holm(list(raw.values())), strict=True):
         rows[node] = replace(rows[node], p_value=rounded(raw[node]), p_holm=rounded(adj), rejects=adj <= alpha)
     tested = [rows[n] for n in raw]
     return NegativeControl(

@@ -31,14 +31,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from quiver._canonical import canonical_json
-from quiver._distance import output_distance, texts_to_compare
-from quiver._distance import Embedder, EmbeddingStore, default_cache_dir, make_embedder
+from quiver._distance import (
+    Embedder,
+    EmbeddingStore,
+    default_cache_dir,
+    make_embedder,
+    output_distance,
+    texts_to_compare,
+)
 from quiver._graph import PipelineGraph, infer_graph
-from quiver._stats import build_pairs
 from quiver._observational import DEFAULT_EPSILON
-from quiver._trace import Trace
-
-from quiver._trace import Divergence, FieldDiff, TargetReport, diff_values
+from quiver._stats import build_pairs
+from quiver._trace import Divergence, FieldDiff, TargetReport, Trace, diff_values
 
 __all__ = ["Replayed", "PairResult", "pair_results", "first_divergent_call", "seen_part"]
 
@@ -181,7 +185,8 @@ def pair_results(
         return out
     own = store is None
     if store is None:
-        store = EmbeddingStore(make_embedder(embedder), Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        store = EmbeddingStore(make_embedder(embedder), folder)
     try:
         magnitude_texts = [
             s for i in ok for pair in _magnitude_texts(results[i].target, full) for s in pair
@@ -239,7 +244,7 @@ def _fill(
     distance: Callable[[str, str], float], epsilon: float,
 ) -> None:
     d = table.d[row]
-    pair.d = {n: (None if np.isnan(v) else round(float(v), 6)) for n, v in zip(table.nodes, d)}
+    pair.d = {n: (None if np.isnan(v) else round(float(v), 6)) for n, v in zip(table.nodes, d, strict=True)}
     pair.fields = {
         n: {f: round(float(v[row]), 6) for f, v in fs.items() if not np.isnan(v[row])}
         for n, fs in table.fields.items()

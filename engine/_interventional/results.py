@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from quiver._errors import QuiverError
 from quiver._stats import Estimate
+
 from .betas import Threshold
 from .reader import Reader, estimate_json, nodes_json
 
@@ -85,7 +86,7 @@ class Rates:
 
     def by_name(self) -> dict[str, Estimate]:
         """``{"D_iter": ..., "D_shape": ..., ...}``, in the order of ``RATES``."""
-        return dict(zip(RATES, (getattr(self, f.name) for f in fields(self))))
+        return dict(zip(RATES, (getattr(self, f.name) for f in fields(self)), strict=True))
 
     def to_json(self) -> dict[str, Any]:
         """``D_iter``, ``D_iter_ci``, ``D_iter_n``, ``D_shape``, ..."""

@@ -9,11 +9,38 @@
 
 from __future__ import annotations
 
-from .sensitivity import EdgeClass, Sigmas, EdgeSensitivity, classify, edge_sensitivity, PartialSensitivities, partial_sensitivities, PathProduct, PathProducts, path_products, critical_path, Transitive, transitive_sensitivity, DEFAULT_EPSILON, DEFAULT_DELTA, MAX_PATHS, RATIO_BIN_EDGES
-from .divergence import DivergenceRates, divergence_rates, Thresholds, bifurcation_thresholds, NoiseVerdict, NoiseOrigin, noise_origin, group_minimum
-from .budgets import MIN_PAIRS_ABOVE, BudgetStatus, DriftBudget, drift_budget, ImpactMember, ImpactSet, impact_set
-from .faithfulness import GoldenLine, load_golden, faithfulness, golden_texts
+from .budgets import MIN_PAIRS_ABOVE, BudgetStatus, DriftBudget, ImpactMember, ImpactSet, drift_budget, impact_set
+from .divergence import (
+    DivergenceRates,
+    NoiseOrigin,
+    NoiseVerdict,
+    Thresholds,
+    bifurcation_thresholds,
+    divergence_rates,
+    group_minimum,
+    noise_origin,
+)
+from .faithfulness import GoldenLine, faithfulness, golden_texts, load_golden
 from .profile import Profile, analyze
+from .sensitivity import (
+    DEFAULT_DELTA,
+    DEFAULT_EPSILON,
+    MAX_PATHS,
+    RATIO_BIN_EDGES,
+    EdgeClass,
+    EdgeSensitivity,
+    PartialSensitivities,
+    PathProduct,
+    PathProducts,
+    Sigmas,
+    Transitive,
+    classify,
+    critical_path,
+    edge_sensitivity,
+    partial_sensitivities,
+    path_products,
+    transitive_sensitivity,
+)
 
 __all__ = [
     "EdgeClass",

@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from quiver._stats import Estimate, GroupBootstrap, rounded
 from quiver._graph import PipelineGraph
-from quiver._stats import PairTable
+from quiver._stats import Estimate, GroupBootstrap, PairTable, rounded
+
 from .sensitivity import DEFAULT_EPSILON, Sigmas, column, reach
 
 __all__ = [

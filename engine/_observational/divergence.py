@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from quiver._stats import Estimate, GroupBootstrap, percentile_interval
 from quiver._graph import PipelineGraph
-from quiver._stats import PairTable
+from quiver._stats import Estimate, GroupBootstrap, PairTable, percentile_interval
+
 from .sensitivity import DEFAULT_EPSILON, column
 
 __all__ = [

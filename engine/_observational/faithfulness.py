@@ -51,7 +51,8 @@ def load_golden(path: str | os.PathLike[str]) -> list[GoldenLine]:
                 raise SpecError(str(p), lineno, None, f"not valid JSON: {exc.msg}") from None
             missing = [k for k in ("input_id", "node", "output") if not isinstance(obj, dict) or k not in obj]
             if missing:
-                raise SpecError(str(p), lineno, None, f"a golden line needs input_id, node and output; missing {', '.join(missing)}")
+                raise SpecError(str(p), lineno, None,
+                                f"a golden line needs input_id, node and output; missing {', '.join(missing)}")
             out.append((str(obj["input_id"]), str(obj["node"]), obj["output"]))
     if not out:
         raise SpecError(str(p), None, None, "the golden file holds no lines")
@@ -73,7 +74,8 @@ def _comparisons(
 ) -> list[tuple[str, Any, Any]]:
     unknown = sorted({node for _, node, _ in golden if node not in graph.nodes})
     if unknown:
-        raise SpecError(None, None, "golden", f"golden lines name node(s) {', '.join(unknown)} that the graph does not have; "
+        raise SpecError(None, None, "golden",
+                        f"golden lines name node(s) {', '.join(unknown)} that the graph does not have; "
                         f"its nodes: {', '.join(graph.nodes)}")
     return [(node, out, expected) for input_id, node, expected in golden for out in prod.get((input_id, node), [])]
 

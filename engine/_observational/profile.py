@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .budgets import drift_budget, impact_set
-from .divergence import bifurcation_thresholds, divergence_rates, noise_origin
 from quiver._distance import Embedder, EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
-from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, GroupBootstrap
-from .faithfulness import GoldenLine, faithfulness, golden_texts, load_golden
 from quiver._graph import GraphInference, PipelineGraph, infer_graph, load_graph
-from quiver._stats import PairTable, build_pairs, group_traces
+from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, GroupBootstrap, PairTable, build_pairs, group_traces
+from quiver._trace import Trace, iter_traces
+
+from .budgets import drift_budget, impact_set
+from .divergence import bifurcation_thresholds, divergence_rates, noise_origin
+from .faithfulness import GoldenLine, faithfulness, golden_texts, load_golden
 from .sensitivity import (
     EdgeSensitivity,
     critical_path,
@@ -32,8 +33,6 @@ from .sensitivity import (
     path_products,
     transitive_sensitivity,
 )
-from quiver._trace import Trace
-from quiver._trace import iter_traces
 
 __all__ = ["Profile", "analyze"]
 
@@ -59,17 +58,19 @@ class Profile:
 
     def edge(self, source: str, target: str) -> dict[str, Any]:
         """The JSON row of one edge."""
-        for row in self.data["edges"]:
+        rows: list[dict[str, Any]] = self.data["edges"]
+        for row in rows:
             if (row["source"], row["target"]) == (source, target):
                 return row
-        raise KeyError(f"no edge {source} -> {target}; edges: {[(r['source'], r['target']) for r in self.data['edges']]}")
+        raise KeyError(f"no edge {source} -> {target}; edges: {[(r['source'], r['target']) for r in rows]}")
 
     def node(self, name: str) -> dict[str, Any]:
         """The JSON row of one node."""
-        for row in self.data["nodes"]:
+        rows: list[dict[str, Any]] = self.data["nodes"]
+        for row in rows:
             if row["node"] == name:
                 return row
-        raise KeyError(f"no node {name!r}; nodes: {[r['node'] for r in self.data['nodes']]}")
+        raise KeyError(f"no node {name!r}; nodes: {[r['node'] for r in rows]}")
 
     def to_json(self) -> dict[str, Any]:
         """``profile.json``."""
@@ -205,7 +206,9 @@ def _estimates(
         "paths": [p.to_json() for p in paths],
         "paths_truncated": paths.truncated,
         "critical_path": critical.to_json() if critical else None,
-        "transitive": [_transitive_json(t.to_json()) for t in transitive_sensitivity(table, graph, sigmas, boot, epsilon)],
+        "transitive": [
+            _transitive_json(t.to_json()) for t in transitive_sensitivity(table, graph, sigmas, boot, epsilon)
+        ],
         "budgets": budgets,
         "impact_sets": impacts,
     }

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, pairwise
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
-from quiver._stats import Estimate, GroupBootstrap, percentile_interval, rounded
 from quiver._graph import PipelineGraph
-from quiver._stats import PairTable
+from quiver._stats import Estimate, GroupBootstrap, PairTable, percentile_interval, rounded
 
 __all__ = [
     "EdgeClass",
@@ -160,7 +159,7 @@ def _quantiles(ratios: np.ndarray) -> dict[str, float | None] | None:
     if ratios.size == 0:
         return None
     values = np.quantile(ratios, _QUANTILES)
-    return {f"q{round(q * 100):02d}": rounded(float(v)) for q, v in zip(_QUANTILES, values)}
+    return {f"q{round(q * 100):02d}": rounded(float(v)) for q, v in zip(_QUANTILES, values, strict=True)}
 
 
 def _histogram(ratios: np.ndarray) -> dict[str, list[Any]]:
@@ -360,7 +359,8 @@ def partial_sensitivities(table: PairTable, target: str, parents: Sequence[str],
     k = len(names)
     return PartialSensitivities(
         target=target, parents=names, status=status, n=n, n_params=p, intercept=ests[0],
-        alpha=dict(zip(names, ests[1:1 + k])), gamma=dict(zip(pairs, ests[1 + k:])), r_squared=r2,
+        alpha=dict(zip(names, ests[1:1 + k], strict=True)), gamma=dict(zip(pairs, ests[1 + k:], strict=True)),
+        r_squared=r2,
     )
 
 
@@ -392,7 +392,7 @@ class PathProduct:
     @classmethod
     def of(cls, nodes: Sequence[str], sigmas: Sigmas) -> PathProduct:
         """The product along ``nodes`` with edge sigmas from ``sigmas``."""
-        edge = tuple(sigmas.get((a, b)) for a, b in zip(nodes, nodes[1:]))
+        edge = tuple(sigmas.get((a, b)) for a, b in pairwise(nodes))
         product = None if any(s is None for s in edge) else float(np.prod([float(s) for s in edge if s is not None]))
         return cls(tuple(nodes), edge, product, None if product is None else product > 1.0)
 

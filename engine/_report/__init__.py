@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from .markdown import render_report, write_report, REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes
 from .interventional import interventional_report
-from .plots import write_plots, PLOT_FILES, CLASS_COLORS
+from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
+from .plots import CLASS_COLORS, PLOT_FILES, write_plots
 from .profile import write_profile
 
 __all__ = [

@@ -18,8 +18,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from quiver._stats import Estimate, rounded
-from .markdown import ARROW, DASH, _table, fmt, fmt_est, fmt_n
+from quiver._stats import DASH, Estimate, fmt_n, rounded
+
+from .markdown import ARROW, _table, fmt, fmt_est
 
 if TYPE_CHECKING:
     from quiver._interventional import (
@@ -213,7 +214,8 @@ def _betas(c: CampaignEstimates) -> list[str]:
     if controls:
         lines += ["Control replays (the target as recorded, or re-run unchanged; downstream live): the noise each "
                   "bin is held against, trace by trace.", ""]
-        lines += _table(["perturbation", "control", "replays", "traces", "D_shape rate [95% CI]", "D_iter rate [95% CI]"],
+        lines += _table(["perturbation", "control", "replays", "traces", "D_shape rate [95% CI]",
+                         "D_iter rate [95% CI]"],
                         [[_pid(p), f"`{r.id}`", fmt_n(r.n), fmt_n(r.traces), _est(r.rates.d_shape),
                           _est(r.rates.d_iter)] for p, r in controls], "llrrrr") + [""]
     for p in perts:

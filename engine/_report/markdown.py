@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +375,7 @@ def _divergence(p: Mapping[str, Any]) -> list[str]:
 
 
 def _min_edge_n(path: Sequence[Any], edge_n: Mapping[tuple[str, str], Any]) -> str:
-    ns = [edge_n.get((str(a), str(b))) for a, b in zip(path, path[1:])]
+    ns = [edge_n.get((str(a), str(b))) for a, b in pairwise(path)]
     counts = [n for n in ns if isinstance(n, (int, float))]
     if not ns or len(counts) < len(ns):
         return DASH

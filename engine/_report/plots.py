@@ -19,7 +19,8 @@ only when plotting, with the Agg canvas (no display, no global pyplot state).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +132,7 @@ def _histogram_panel(ax: Axes, edge: Mapping[str, Any]) -> None:
     def at(x: float | None) -> float | None:  # a ratio's position on the bin axis
         if x is None:
             return None
-        for i, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        for i, (lo, hi) in enumerate(pairwise(edges)):
             if hi is None or x < hi:
                 return i + (0.5 if hi is None else (x - lo) / (hi - lo))
         return float(len(counts))
@@ -162,7 +163,7 @@ def _plot_ratios(profile: Mapping[str, Any], path: Path) -> Path | None:
     rows = math.ceil(len(edges) / cols)
     fig = _figure(3.3 * cols + 0.4, 2.55 * rows + 0.9)
     axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, edge in zip(axes.flat, edges):
+    for ax, edge in zip(axes.flat, edges, strict=False):
         if isinstance(edge.get("ratios"), list) and edge["ratios"]:
             _ratio_panel(ax, edge)
         else:
@@ -216,7 +217,7 @@ def _sigma_matrix(profile: Mapping[str, Any], nodes: list[str]) -> tuple[Any, An
 def _annotate(ax: Axes, sigma: Any, is_edge: Any, n_of: dict[tuple[int, int], Any], vmax: float) -> None:
     """sigma (and n, up to 10 nodes) in each edge cell, dark cells in white; undefined edges hatched."""
     show_n = len(sigma) <= 10
-    for i, j in zip(*is_edge.nonzero()):
+    for i, j in zip(*is_edge.nonzero(), strict=True):
         value = float(sigma[i, j])
         if math.isnan(value):
             ax.add_patch(_hatched(i, j))

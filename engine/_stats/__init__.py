@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-from .bootstrap import Estimate, GroupBootstrap, DEFAULT_RESAMPLES, DEFAULT_SEED, percentile_interval, rounded
+from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, percentile_interval, rounded
 from .format import DASH, fmt, fmt_ci, fmt_est, fmt_n
-from .pairs import PairTable, NoPairsError, group_traces, build_pairs, texts_for
+from .pairs import NoPairsError, PairTable, build_pairs, group_traces, texts_for
 
 __all__ = [
     "Estimate",

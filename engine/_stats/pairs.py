@@ -70,7 +70,8 @@ class PairTable:
     def d_output(self, epsilon: float) -> np.ndarray:
         """(P,) bool: some node distance exceeds epsilon (QUIVER.md §6)."""
         with np.errstate(invalid="ignore"):
-            return np.nan_to_num(self.d, nan=0.0).max(axis=1, initial=0.0) > epsilon
+            above: np.ndarray = np.nan_to_num(self.d, nan=0.0).max(axis=1, initial=0.0) > epsilon
+        return above
 
     def subset(self, mask: np.ndarray) -> PairTable:
         """The pairs selected by ``mask`` (same nodes and groups)."""
@@ -190,7 +191,7 @@ def _unique_comparisons(pair_list: list[tuple[str, _Indexed, _Indexed]], nodes: 
     out: set[tuple[str, str, str]] = set()
     for _, a, b in pair_list:
         for node in nodes:
-            for x, y in zip(a.outputs.get(node, []), b.outputs.get(node, [])):
+            for x, y in zip(a.outputs.get(node, []), b.outputs.get(node, []), strict=False):
                 if x != y:
                     out.add((node, *sorted((x, y))))  # type: ignore[arg-type]
     return out
@@ -277,7 +278,8 @@ def _fill(
     for row, (_, a, b) in enumerate(pair_list):
         d_shape[row] = a.decisions != b.decisions
         d_struct[row] = set(a.outputs) != set(b.outputs)
-        d_iter[row] = sum(abs(len(a.outputs.get(k, [])) - len(b.outputs.get(k, []))) for k in set(a.outputs) | set(b.outputs))
+        d_iter[row] = sum(abs(len(a.outputs.get(k, [])) - len(b.outputs.get(k, [])))
+                          for k in set(a.outputs) | set(b.outputs))
         for col, node in enumerate(nodes):
             xs, ys = a.outputs.get(node, []), b.outputs.get(node, [])
             counts[row, col] = (len(xs), len(ys))

@@ -8,10 +8,23 @@
 
 from __future__ import annotations
 
-from .model import SCHEMA_VERSION, CallKind, Message, ModelInfo, PromptInfo, LLMResponse, RetrievalDoc, ToolStep, CallError, NodeCall, Trace, trace_json_schema
-from .io import iter_traces, load_traces, TraceLoad, TraceWriter, write_traces, trace_to_line, format_loc
-from .redact import RedactionConfig, Redactor, RedactingFilter
-from .diff import FieldDiff, Divergence, TargetReport, call_diff, call_names, trace_diff, diff_values, PERTURBED_TAG
+from .diff import PERTURBED_TAG, Divergence, FieldDiff, TargetReport, call_diff, call_names, diff_values, trace_diff
+from .io import TraceLoad, TraceWriter, format_loc, iter_traces, load_traces, trace_to_line, write_traces
+from .model import (
+    SCHEMA_VERSION,
+    CallError,
+    CallKind,
+    LLMResponse,
+    Message,
+    ModelInfo,
+    NodeCall,
+    PromptInfo,
+    RetrievalDoc,
+    ToolStep,
+    Trace,
+    trace_json_schema,
+)
+from .redact import RedactingFilter, RedactionConfig, Redactor
 
 __all__ = [
     "SCHEMA_VERSION",

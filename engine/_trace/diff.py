@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from quiver._canonical import canonical_json, to_jsonable
+
 from .model import NodeCall, Trace
 
 __all__ = [
@@ -125,11 +126,14 @@ def call_diff(
 
 def trace_diff(baseline: Trace, trace: Trace) -> tuple[FieldDiff, ...]:
     out: list[FieldDiff] = []
-    view = lambda t: {  # noqa: E731
-        "output": to_jsonable(t.output), "status": t.status,
-        "error": t.error.model_dump() if t.error else None,
-        "loops": t.tags.get("loops"),
-    }
+
+    def view(t: Trace) -> dict[str, Any]:
+        return {
+            "output": to_jsonable(t.output), "status": t.status,
+            "error": t.error.model_dump() if t.error else None,
+            "loops": t.tags.get("loops"),
+        }
+
     diff_values(view(baseline), view(trace), "", out)
     return tuple(out)
 
@@ -151,7 +155,7 @@ def diff_values(a: Any, b: Any, path: str, out: list[FieldDiff]) -> None:
                 diff_values(a[key], b[key], sub, out)
         return
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff_values(x, y, f"{path}[{i}]", out)
         return
     out.append(FieldDiff(path, _short(a), _short(b)))

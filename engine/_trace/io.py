@@ -22,8 +22,9 @@ from pydantic import ValidationError
 
 from quiver._canonical import dumps_line
 from quiver._errors import TraceFormatError
-from .redact import Redactor
+
 from .model import SCHEMA_VERSION, Trace
+from .redact import Redactor
 
 __all__ = [
     "iter_traces",

@@ -106,7 +106,7 @@ class Ledger:
                 ))
             if not found:
                 return
-            for seq, job_id, text in found:
+            for _seq, job_id, text in found:
                 yield job_id, json.loads(text)
             last = found[-1][0]
 

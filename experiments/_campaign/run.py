@@ -179,8 +179,9 @@ class CampaignRun:
         done = folder / "traces.jsonl"
         if resume and done.is_file():
             return load_traces(done).traces
+        function_name: str = getattr(self.fn, "__name__", "pipeline")  # a callable object may have none
         result = record_corpus(
-            self.fn, pipeline_name=spec.name or getattr(self.fn, "__name__", "pipeline"),
+            self.fn, pipeline_name=spec.name or function_name,
             inputs=load_inputs(spec, self.base_dir), repeats=spec.repeats, output_dir=folder, llm=self._client(),
             concurrency=spec.concurrency, redactor=self.redactor, seed=spec.seed, resume=resume,
             progress_stream=self.stream,

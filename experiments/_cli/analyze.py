@@ -82,7 +82,8 @@ def add_parser(sub: Any) -> None:
     ana.add_argument("--pipeline", help="module:function whose @quiver.node declarations give types and edges")
     ana.add_argument("--golden", type=Path, help="golden JSONL {input_id, node, output} for faithfulness")
     ana.add_argument("--epsilon", type=float, default=0.01, help="distance below which a node is unchanged (0.01)")
-    ana.add_argument("--alpha", type=float, action="append", help="level for budgets and impact sets (repeatable; 0.5, 0.8)")
+    ana.add_argument("--alpha", type=float, action="append",
+                     help="level for budgets and impact sets (repeatable; 0.5, 0.8)")
     ana.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of input groups (1000)")
     ana.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     ana.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")

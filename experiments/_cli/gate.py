@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
     gate.add_argument("--profile", type=Path,
                       help="a `quiver run` folder with the last campaign's profile (default: the spec's output "
                            "folder when a campaign ran there, else the observational part is run first)")
-    gate.add_argument("--output", type=Path, help="the gate's folder (default: the spec's gate.output, else OUTPUT/gate)")
+    gate.add_argument("--output", type=Path,
+                      help="the gate's folder (default: the spec's gate.output, else OUTPUT/gate)")
     gate.add_argument("--probes", type=int, help="probes per candidate (overrides gate.probes, default 50)")
     gate.add_argument("--repeats", type=int, help="replays per probe and arm (overrides gate.repeats, default 2)")
     gate.add_argument("--alpha", type=float, help="level of the impact sets and drift budgets (overrides gate.alpha)")

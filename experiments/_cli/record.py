@@ -98,7 +98,8 @@ def run_record(
     spec = spec.model_copy(update=changes) if changes else spec
     inputs = load_inputs(spec, base_dir, spec_file=str(path))
     fn = load_pipeline(spec.pipeline, base_dir)
-    name = spec.name or getattr(fn, "__name__", "pipeline")
+    function_name: str = getattr(fn, "__name__", "pipeline")  # a callable object may have none
+    name = spec.name or function_name
     output_dir = Path(spec.output)
     output_dir.mkdir(parents=True, exist_ok=True)
     redactor = spec_redactor(spec)

@@ -48,11 +48,14 @@ def add_parser(sub: Any) -> None:
     how = rep.add_mutually_exclusive_group(required=True)
     how.add_argument("--pipeline", help="module:function (or path/to/file.py:function) that recorded the traces")
     how.add_argument("--spec", type=Path, help="a recording spec: its pipeline and llm block are used")
-    rep.add_argument("--check", action="store_true", help="replay everything frozen, no perturbation (default without --op)")
+    rep.add_argument("--check", action="store_true",
+                     help="replay everything frozen, no perturbation (default without --op)")
     rep.add_argument("--node", help="the node to perturb")
     rep.add_argument("--occurrence", type=int, default=0, help="which call of the node (default 0, the first)")
-    rep.add_argument("--op", help="the operator: override, bool_flip, categorical_flip, list_edit, text_edit, prompt_swap, param_change, or a plugged-in one")
-    rep.add_argument("--params", default="{}", help="the operator's parameters as JSON, e.g. '{\"set\": {\"sufficient\": true}}'")
+    rep.add_argument("--op", help="the operator: override, bool_flip, categorical_flip, list_edit, text_edit, "
+                                  "prompt_swap, param_change, or a plugged-in one")
+    rep.add_argument("--params", default="{}",
+                     help="the operator's parameters as JSON, e.g. '{\"set\": {\"sufficient\": true}}'")
     rep.add_argument("--id", help="the perturbation id (default: the operator name)")
     rep.add_argument("--repeats", type=int, default=1, help="replays per trace (different sample keys; default 1)")
     rep.add_argument("--seed", type=int, default=0, help="seed of sample keys and operator randomness (0)")
@@ -61,7 +64,8 @@ def add_parser(sub: Any) -> None:
     rep.add_argument("--live-node", action="append", default=[], help="run a node live everywhere (repeatable)")
     rep.add_argument("--frozen-node", action="append", default=[],
                      help="serve a node from the recording before the target, whatever its kind (repeatable)")
-    rep.add_argument("--graph", type=Path, help="graph YAML (field types and categories); default: the pipeline's declarations")
+    rep.add_argument("--graph", type=Path,
+                     help="graph YAML (field types and categories); default: the pipeline's declarations")
     rep.add_argument("--base-url", help="an OpenAI-compatible endpoint for live calls (with --pipeline)")
     rep.add_argument("--model", help="default model for --base-url")
     rep.add_argument("--api-key-env", help="environment variable holding the endpoint's key")
@@ -70,7 +74,8 @@ def add_parser(sub: Any) -> None:
     rep.add_argument("--epsilon", type=float, default=0.01, help="distance below which a node is unchanged (0.01)")
     rep.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")
     rep.add_argument("--cache", type=Path, help="embedding cache folder")
-    rep.add_argument("--out", type=Path, help="output folder: replayed.jsonl and check.json, or pairs.jsonl and summary.json")
+    rep.add_argument("--out", type=Path,
+                     help="output folder: replayed.jsonl and check.json, or pairs.jsonl and summary.json")
     rep.add_argument("--quiet", action="store_true", help="no progress line")
     rep.set_defaults(handler=command)
 
@@ -96,9 +101,7 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
 
     if args.spec is not None:
         from quiver._yamlspec import load_spec
-
-        from quiver.experiments._config import open_llm
-        from quiver.experiments._config import RecordSpec
+        from quiver.experiments._config import RecordSpec, open_llm
 
         spec = load_spec(RecordSpec, args.spec)
         base = args.spec.parent
@@ -233,7 +236,9 @@ def _perturb(
     eligible = [t for t in traces if any(c.node == target.node and c.occurrence == target.occurrence for c in t.calls)]
     skipped = len(traces) - len(eligible)
     if not eligible:
-        raise QuiverError(f"no trace has a call {target.node}#{target.occurrence} to perturb ({len(traces)} trace(s) read)")
+        raise QuiverError(
+            f"no trace has a call {target.node}#{target.occurrence} to perturb ({len(traces)} trace(s) read)"
+        )
     jobs = [(t, r) for t in eligible for r in range(args.repeats)]
     keyed = sample_ids(traces)
     replayer = Replayer(fn, mode=mode, client=client, graph=graph, base_dir=base, seed=args.seed)

@@ -7,9 +7,18 @@
 
 from __future__ import annotations
 
-from .record import SimulatorSpec, LLMSpec, RecordSpec, load_inputs
-from .campaign import PerturbationSpec, GateSpec, SelectSpec, ReplaySpec, ExecutorSpec, BudgetSpec, AnalysisSpec, CampaignSpec
+from .campaign import (
+    AnalysisSpec,
+    BudgetSpec,
+    CampaignSpec,
+    ExecutorSpec,
+    GateSpec,
+    PerturbationSpec,
+    ReplaySpec,
+    SelectSpec,
+)
 from .llm import open_llm, spec_redactor
+from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 
 __all__ = [
     "SimulatorSpec",

@@ -89,7 +89,8 @@ class PerturbationSpec(_Spec):
     def steps(self) -> list[dict[str, Any]]:
         """The parameter sets this perturbation replays with: variants x ladder steps."""
         try:
-            return [step for variant in expand_variants(self.op, self.params) for step in expand_ladder(variant, self.ladder)]
+            return [step for variant in expand_variants(self.op, self.params)
+                    for step in expand_ladder(variant, self.ladder)]
         except OperatorError as exc:
             raise ValueError(str(exc)) from None
 

@@ -9,26 +9,18 @@ and records the corpus with :func:`quiver.replay.record_corpus`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
 
 from quiver._trace import Redactor
 from quiver.replay import (
     LLMClient,
-    RecordResult,
     SimulatorConfig,
     SimulatorProcess,
-    load_pipeline,
-    record_corpus,
 )
 
-from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
-from quiver._yamlspec import load_spec
+from .record import LLMSpec, RecordSpec, SimulatorSpec
 
 __all__ = ["open_llm", "spec_redactor"]
 

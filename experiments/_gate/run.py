@@ -62,9 +62,8 @@ from quiver._graph import PipelineGraph
 from quiver._interventional import CampaignEstimates, GateCandidate, GateProfile, judge_candidate, pair_results
 from quiver._progress import Progress
 from quiver._trace import Trace, load_traces
-from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
-
 from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
+from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
 
 from .report import gate_junit, gate_markdown
 
@@ -108,7 +107,9 @@ def parse_candidates(items: Sequence[str]) -> dict[str, Path]:
 # --------------------------------------------------------------------------- the profile
 
 
-def _load_profile(run: CampaignRun, profile_dir: Path | None, out: Path) -> tuple[list[Trace], GateProfile, PipelineGraph]:
+def _load_profile(
+    run: CampaignRun, profile_dir: Path | None, out: Path,
+) -> tuple[list[Trace], GateProfile, PipelineGraph]:
     spec = run.spec
     run_dir = profile_dir
     if run_dir is None and (Path(spec.output) / "observational" / "profile.json").is_file():
@@ -169,7 +170,7 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
     payloads = [trace.model_dump(mode="json") for trace in probes]  # one JSON form per probe, shared by its jobs
     keyed = sample_ids(probes)
     for arm in ("candidate", "current"):
-        for trace, payload in zip(probes, payloads):
+        for trace, payload in zip(probes, payloads, strict=True):
             for r in range(repeats):
                 jobs.append(ReplayJob(
                     job_id=f"{template}/{arm}/{trace.trace_id}/{r}", seq=len(jobs),

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import quiver
@@ -172,7 +172,7 @@ class BM25:
         return scored[:k]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _index(question_id: str) -> BM25:
     """A BM25 index over the question's candidate paragraphs (title and text)."""
     return BM25([f"{t} {passage(t)}" for t in candidate_titles(question_id)])

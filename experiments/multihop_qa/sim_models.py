@@ -249,7 +249,7 @@ def answer(req: SimRequest) -> Text:
     if question.split(" ", 1)[0].lower() in _YES_NO:
         candidates = dict(YES_NO_PRIOR)
     else:
-        candidates = dict(zip(_spans(question, passages), SPAN_LOGITS))
+        candidates = dict(zip(_spans(question, passages), SPAN_LOGITS, strict=False))
     gold = _gold().get(question)
     if gold is not None and (evidence := _evidence(gold, passages)) > 0:
         candidates[gold.answer] = candidates.get(gold.answer, 0.0) + GOLD_LOGIT * evidence

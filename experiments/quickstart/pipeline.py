@@ -198,7 +198,7 @@ def retrieve(text: str) -> list[dict[str, Any]]:
     query = _tokens(text)
     scored = [
         (_bm25(query, doc, idf, avg_len), article)
-        for doc, article in zip(counts, _knowledge_base())
+        for doc, article in zip(counts, _knowledge_base(), strict=True)
     ]
     scored.sort(key=lambda pair: -pair[0])
     docs = [

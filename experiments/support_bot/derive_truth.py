@@ -40,8 +40,7 @@ from typing import Any
 import quiver
 from quiver.replay import LLMClient, Simulator, SimulatorConfig, load_template_file
 
-from . import pipeline as sb
-from . import sim_models as models
+from . import pipeline as sb, sim_models as models
 
 HERE = Path(__file__).resolve().parent
 GRAPH = HERE / "graph.yaml"
@@ -146,7 +145,7 @@ def _counting(run: DryRun, flip_at: int | None) -> Iterator[None]:
 
     for name in COUNTED:
         setattr(sb, name, counted(name))
-    sb.planner = _watch_planner(run, flip_at)  # type: ignore[assignment]
+    sb.planner = _watch_planner(run, flip_at)
     try:
         yield
     finally:
@@ -187,7 +186,7 @@ def dry_run(record: dict[str, Any], rewrite: dict[str, str] | None = None,
             run.found = found(queries, turn_type, expand_from)
             return [i for i in run.found if i not in drop]
 
-        sb.discovery = initial_discovery  # type: ignore[assignment]
+        sb.discovery = initial_discovery
         try:
             material = sb.initial_material(run.gates, message, run.rewrite, signals, history)
         finally:
@@ -269,7 +268,7 @@ def describe_inputs(records: list[dict[str, Any]], verbose: bool) -> dict[str, A
 
 def _moved(base: DryRun, swapped: DryRun) -> list[str]:
     return [f"call {k}: coverage {a.coverage:.2f} -> {b.coverage:.2f}, {a.action} -> {b.action}"
-            for k, (a, b) in enumerate(zip(base.steps, swapped.steps)) if a.action != b.action]
+            for k, (a, b) in enumerate(zip(base.steps, swapped.steps, strict=False)) if a.action != b.action]
 
 
 def _rate(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -142,7 +142,8 @@ def fragments() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=1)
 def _accounts() -> dict[str, dict[str, str]]:
-    return json.loads(ACCOUNTS_PATH.read_text(encoding="utf-8"))
+    accounts: dict[str, dict[str, str]] = json.loads(ACCOUNTS_PATH.read_text(encoding="utf-8"))
+    return accounts
 
 
 class _Index:
@@ -159,7 +160,7 @@ class _Index:
     def search(self, query: str, k: int = TOP_K) -> list[tuple[str, float]]:
         """The ``k`` best ids scoring above :data:`MIN_SCORE`, best first."""
         words = set(terms(query))
-        scored = [(self._score(words, c), i) for i, c in zip(self.ids, self.counts)]
+        scored = [(self._score(words, c), i) for i, c in zip(self.ids, self.counts, strict=True)]
         scored.sort(key=lambda pair: (-pair[0], pair[1]))
         return [(i, round(s, 3)) for s, i in scored[:k] if s > MIN_SCORE]
 

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from .output import Override, BoolFlip, CategoricalFlip, ListEdit, TextEdit, logprob_alternatives
-from .execution import PromptSwap, ParamChange
+from .execution import ParamChange, PromptSwap
+from .output import BoolFlip, CategoricalFlip, ListEdit, Override, TextEdit, logprob_alternatives
 
 __all__ = [
     "Override",

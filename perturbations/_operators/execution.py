@@ -8,13 +8,19 @@ continuous: the pair is effective iff the target's own distance ``d_i > eps``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
 
+from quiver.perturbations._registry import (
+    ExecutionChange,
+    Operator,
+    OperatorContext,
+    OperatorError,
+    OperatorParams,
+    operator,
+)
 from quiver.perturbations._templates import TemplateRef, resolve_template_ref
-from quiver.perturbations._registry import ExecutionChange, Operator, OperatorContext, OperatorError, OperatorParams, operator
 
 __all__ = ["PromptSwap", "ParamChange"]
 

@@ -19,8 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from quiver._canonical import canonical_json
-
-from quiver.perturbations._fields import keys_text, field_spec, get_field, set_field
+from quiver.perturbations._fields import field_spec, get_field, keys_text, set_field
 from quiver.perturbations._logprobs import logprob_alternatives, same_value
 from quiver.perturbations._registry import (
     ANY_VALUE,
@@ -419,7 +418,9 @@ class TextEdit(Operator):
             request["model"] = self.params.model
         content = ctx.chat(messages, request)
         if not isinstance(content, str):
-            raise OperatorError(f"operator '{self.name}': the paraphrase call returned {type(content).__name__}, not text")
+            raise OperatorError(
+                f"operator '{self.name}': the paraphrase call returned {type(content).__name__}, not text"
+            )
         return content.strip()
 
 

@@ -150,7 +150,6 @@ class Worker:
 
     def run(self, job: ReplayJob) -> dict[str, Any]:
         from quiver.perturbations import make_operator
-
         from quiver.replay._replayer import Target
 
         baseline = self.baseline(job.trace)
@@ -241,7 +240,7 @@ def run_jobs(context: ReplayContext, jobs: Sequence[ReplayJob], threads: int = 1
         if threads <= 1 or len(jobs) <= 1:
             return [(job.job_id, worker.run(job)) for job in jobs]
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            return list(zip([j.job_id for j in jobs], pool.map(worker.run, jobs)))
+            return list(zip([j.job_id for j in jobs], pool.map(worker.run, jobs), strict=True))
 
 
 class Executor(ABC):

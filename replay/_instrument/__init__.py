@@ -8,10 +8,35 @@
 
 from __future__ import annotations
 
+from .api import (
+    CallHandle,
+    NodeSpec,
+    OpenCall,
+    ThreadPoolExecutor,
+    bind,
+    child_call,
+    decide,
+    declared_graph,
+    gather,
+    iteration,
+    loop,
+    node,
+    retrieved,
+    tool_step,
+)
+from .context import (
+    CallRecord,
+    Directive,
+    Scope,
+    TraceBuilder,
+    active_recordings,
+    current_builder,
+    current_call,
+    current_loop,
+    current_scope,
+)
+from .templates import Template, get_template, load_template_file, registered_templates, template, template_overrides
 from .threads import ReusingThreadPool
-from .context import Scope, CallRecord, Directive, TraceBuilder, current_builder, current_scope, current_call, current_loop, active_recordings
-from .templates import Template, template, get_template, registered_templates, load_template_file, template_overrides
-from .api import node, NodeSpec, CallHandle, decide, loop, iteration, bind, gather, ThreadPoolExecutor, retrieved, tool_step, child_call, declared_graph, OpenCall
 
 __all__ = [
     "ReusingThreadPool",

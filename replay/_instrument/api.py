@@ -41,11 +41,9 @@ from quiver._canonical import content_hash, to_jsonable
 from quiver._errors import InstrumentationError
 
 if TYPE_CHECKING:  # the graph and the trace model load when a recording or a declaration needs them
-    from quiver._graph import NodeSpec as GraphNode
-    from quiver._graph import PipelineGraph
-    from quiver._trace import CallKind, RetrievalDoc, ToolStep
+    from quiver._graph import NodeSpec as GraphNode, PipelineGraph
+    from quiver._trace import CallKind, RetrievalDoc
 
-from .threads import ReusingThreadPool
 from .context import (
     CallRecord,
     Scope,
@@ -55,6 +53,7 @@ from .context import (
     current_loop,
     current_scope,
 )
+from .threads import ReusingThreadPool
 
 __all__ = [
     "node",
@@ -383,7 +382,8 @@ def _declaration(fields: Mapping[str, Any] | None, output: Mapping[str, Any] | N
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InstrumentationError(f"quiver.node field declaration {where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InstrumentationError(f"quiver.node field declaration {where}: {message}") from None
 
 
 def _declare(name: str, spec: NodeSpec) -> None:
@@ -398,8 +398,7 @@ def declared_graph() -> PipelineGraph:
     every node's declared ``parents=``. Complete it from recorded traces with
     ``quiver.infer_graph(traces, base=declared_graph())``.
     """
-    from quiver._graph import NodeSpec as GraphNode
-    from quiver._graph import PipelineGraph
+    from quiver._graph import NodeSpec as GraphNode, PipelineGraph
 
     nodes = {name: spec.declared for name, spec in _declared.items() if spec.declared is not None}
     edges = [(p, name) for name, spec in _declared.items() for p in spec.parents]

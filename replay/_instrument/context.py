@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from quiver._canonical import content_hash, to_jsonable
+
 if TYPE_CHECKING:  # the trace model loads when a trace is finished
     from quiver._trace import (
         CallError,

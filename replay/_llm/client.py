@@ -99,9 +99,11 @@ def _completion(body: Any) -> dict[str, Any]:
     :class:`json.JSONDecodeError` or :class:`MalformedCompletion`."""
     data = json.loads(body) if isinstance(body, (bytes, str)) else body
     choices = data.get("choices") if isinstance(data, dict) else None
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict) \
-            or not isinstance(choices[0].get("message"), dict):
-        raise MalformedCompletion(f"the response is not a chat completion (no choices with a message): {str(body)[:200]}")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(data, dict) or not isinstance(first, dict) or not isinstance(first.get("message"), dict):
+        raise MalformedCompletion(
+            f"the response is not a chat completion (no choices with a message): {str(body)[:200]}"
+        )
     return data
 
 
@@ -286,7 +288,7 @@ class LLMClient:
             after = _retry_after(exc) if exc else None
             if after is not None:
                 return min(after, policy.max_retry_after_s)
-            backoff = min(policy.max_s, policy.initial_s * 2 ** (state.attempt_number - 1))
+            backoff: float = min(policy.max_s, policy.initial_s * 2 ** (state.attempt_number - 1))
             return backoff * (0.5 + _jitter() / 2)
 
         def before_sleep(state: RetryCallState) -> None:
@@ -396,7 +398,9 @@ class LLMClient:
         choice_logprobs = choice.get("logprobs")
         if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
             logprobs = [_logprob(t) for t in choice_logprobs["content"]]
-        usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+        usage = {
+            k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)
+        }
         data = parse_json(content, call) if wants_json(call.params) else None
         result = ChatResult(
             content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,

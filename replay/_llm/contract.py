@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from quiver._canonical import to_jsonable
 from quiver._errors import InstrumentationError, LLMError
 from quiver._trace import LLMResponse, ModelInfo, PromptInfo
-from quiver.replay._instrument import CallRecord, OpenCall, Template, child_call, current_builder, current_call, get_template
+from quiver.replay._instrument import (
+    CallRecord,
+    OpenCall,
+    Template,
+    child_call,
+    current_builder,
+    current_call,
+    get_template,
+)
 from quiver.replay._keys import derive_sample_key
 
 if TYPE_CHECKING:
@@ -66,7 +74,7 @@ def build_prompt(template: str | Template | None, messages: Any, variables: Mapp
                 f"chat() got the keyword {name!r}, which is not a request parameter{_did_you_mean(name)}; with "
                 f"messages= the keywords are {', '.join(OPTION_NAMES)} (template variables need a template)"
             )
-        return PromptInfo(assembled=[m if isinstance(m, dict) else dict(m) for m in messages])
+        return PromptInfo.model_validate({"assembled": [m if isinstance(m, dict) else dict(m) for m in messages]})
     resolved = get_template(template.id if isinstance(template, Template) else template)
     for name in extra:
         hint = _did_you_mean(name)
@@ -168,7 +176,8 @@ class PendingChat:
         recorded = getattr(directive, "recorded", None)
         if directive is None or directive.llm == "live" or recorded is None or recorded.response is None:
             return None
-        if recorded.model is None or recorded.model.name != self.model or recorded.model.params != to_jsonable(self.params):
+        model = recorded.model
+        if model is None or model.name != self.model or model.params != to_jsonable(self.params):
             return None
         if directive.llm == "serve_if_same" and (
             recorded.prompt is None or recorded.prompt.assembled != self.prompt.assembled
@@ -177,7 +186,7 @@ class PendingChat:
         response = recorded.response
         result = ChatResult(
             content=response.content, data=parse_json(response.content, self) if wants_json(self.params) else None,
-            model=recorded.model.version, usage=dict(response.usage), logprobs=response.logprobs,
+            model=model.version, usage=dict(response.usage), logprobs=response.logprobs,
             attempts=response.attempts,
         )
         assert self.record is not None

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from .load import load_pipeline, call_pipeline, check_pipeline_inputs
+from .load import call_pipeline, check_pipeline_inputs, load_pipeline
 from .run import run_traced
 
 __all__ = [

@@ -30,7 +30,7 @@ def load_pipeline(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
             f"pipeline {ref!r} must be 'package.module:function' or 'path/to/file.py:function'"
         )
     module = _import(module_part, base_dir)
-    fn = module
+    fn: object = module
     for part in attr.split("."):
         if not hasattr(fn, part):
             public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
@@ -41,7 +41,7 @@ def load_pipeline(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
         fn = getattr(fn, part)
     if not callable(fn):
         raise PipelineError(f"pipeline {ref!r} is not callable (it is a {type(fn).__name__})")
-    return fn  # type: ignore[return-value]
+    return fn
 
 
 def _import(module_part: str, base_dir: Path | None) -> Any:

@@ -10,11 +10,10 @@ from typing import Any
 
 from quiver._errors import QuiverError
 from quiver._trace import Trace
-
-from quiver.replay._instrument import TraceBuilder, active_recordings, current_builder
+from quiver.replay._instrument import Template, TraceBuilder, active_recordings, current_builder, template_overrides
 from quiver.replay._llm import LLMClient, use_llm, use_response_cache
+
 from .load import call_pipeline
-from quiver.replay._instrument import Template, template_overrides
 
 __all__ = ["run_traced"]
 

@@ -54,8 +54,7 @@ from typing import Any, Literal
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._trace import NodeCall, Trace
-from quiver._trace import PERTURBED_TAG, Divergence, TargetReport, call_diff, call_names, trace_diff
+from quiver._trace import PERTURBED_TAG, Divergence, NodeCall, TargetReport, Trace, call_diff, call_names, trace_diff
 from quiver.perturbations import ExecutionChange, Operator, OperatorContext, TemplateRef
 from quiver.replay._instrument import (
     CallRecord,
@@ -89,7 +88,7 @@ def _is_within(path: str, outer: str) -> bool:
 
 def _parallel(path: str, target: str) -> bool:
     """The two calls sit in different parallel branches of one fan-out."""
-    for a, b in zip(_segments(path), _segments(target)):
+    for a, b in zip(_segments(path), _segments(target), strict=False):
         if a != b:
             return a.startswith("[") and b.startswith("[")
     return False
@@ -380,12 +379,15 @@ class ReplayBuilder(TraceBuilder):
         for position, r in enumerate(sorted(self._calls, key=lambda r: r.key)):
             if r.call_path in matched_paths or r.kind == "source":
                 continue
-            if target is not None and (target_key is None or r.key > target_key or _parallel(r.call_path, target.call_path)):
+            if target is not None and (
+                target_key is None or r.key > target_key or _parallel(r.call_path, target.call_path)
+            ):
                 continue
             call = by_path[r.call_path]
             found.append((position, Divergence("unexpected", call.node, call.occurrence, call.call_path)))
         if target is not None and self._target_record is None:
-            found.append((self._index[target.call_id], Divergence("missing", target.node, target.occurrence, target.call_path)))
+            missing = Divergence("missing", target.node, target.occurrence, target.call_path)
+            found.append((self._index[target.call_id], missing))
         if target is None and strict:
             diff = trace_diff(self.baseline, trace)
             if diff:

@@ -7,10 +7,24 @@
 
 from __future__ import annotations
 
+from .models import (
+    Fields,
+    Fixed,
+    ModelOutput,
+    SimChoice,
+    SimModelFn,
+    Text,
+    complete,
+    get_sim_model,
+    load_model_modules,
+    register_sim_model,
+    request_digest,
+    sim_model,
+    sim_model_names,
+)
+from .process import SimulatorProcess, main, serve
 from .request import SimRequest, SimRequestError
-from .models import Fields, Fixed, Text, SimChoice, ModelOutput, SimModelFn, sim_model, register_sim_model, get_sim_model, sim_model_names, load_model_modules, complete, request_digest
-from .server import LatencyConfig, FaultConfig, SimulatorConfig, check_loopback, Simulator
-from .process import serve, SimulatorProcess, main
+from .server import FaultConfig, LatencyConfig, Simulator, SimulatorConfig, check_loopback
 
 __all__ = [
     "SimRequest",

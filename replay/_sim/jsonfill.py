@@ -25,8 +25,7 @@ from .models import (
     _token,
     register_sim_model,
 )
-from .request import SimRequest, _is_number
-
+from .request import SimRequest
 
 _WORD = re.compile(r"[^\W\d_]+")
 _MAX_SCHEMA_DEPTH = 16

@@ -53,6 +53,7 @@ from typing import Any, TypeAlias
 
 from quiver._canonical import canonical_json
 from quiver._errors import SimulatorError
+
 from .request import SimRequest, SimRequestError, _is_number
 
 __all__ = [
@@ -134,7 +135,7 @@ class Text:
         return f"Text({self.candidates!r})"
 
 
-ModelOutput: TypeAlias = Fields | Text | str | dict
+ModelOutput: TypeAlias = Fields | Text | str | dict[str, Any]
 """What a simulated model function may return (a ``str`` is a fixed text, a ``dict`` a
 fixed JSON object)."""
 
@@ -428,7 +429,7 @@ def _logprobs(
 ) -> list[dict[str, Any]]:
     temperature = req.temperature if req.temperature > 0 else 1.0
     entries = []
-    for group, pick, token in zip(groups, picks, tokens):
+    for group, pick, token in zip(groups, picks, tokens, strict=True):
         if not group.sampled:
             entry = _logprob_entry(token, 0.0)
             top = [_logprob_entry(token, 0.0)] if req.top_logprobs else []
@@ -472,7 +473,7 @@ def _render_object(
 def _choice(plan: _Plan, req: SimRequest, nondeterminism: float, index: int) -> SimChoice:
     rng = _choice_rng(req, index)
     picks = _picks(plan.groups, req, nondeterminism, rng)
-    values = [g.values[k] for g, k in zip(plan.groups, picks)]
+    values = [g.values[k] for g, k in zip(plan.groups, picks, strict=True)]
     if plan.slots is not None:
         content, cut = _render_object(req.model, plan.slots, values), False
         tokens = [_token(v) for v in values]

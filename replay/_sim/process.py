@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from quiver._errors import SimulatorError
+
 from .models import sim_model_names
 from .server import Simulator, SimulatorConfig
 

@@ -85,8 +85,8 @@ from quiver.replay._keys import SAMPLE_KEY_HEADER
 
 from .models import SimRequest, complete, load_model_modules, sim_model_names
 from .wire import (
-    _HTTPError,
     _completion_body,
+    _HTTPError,
     _json_bytes,
     _model_body,
     _parse_request,

@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from quiver._stats import GroupBootstrap
 from quiver._graph import LoopSpec, NodeSpec, PipelineGraph
-from quiver._stats import PairTable
+from quiver._stats import GroupBootstrap, PairTable
 
 PAIRS_PER_GROUP = 3
 """Default grouping: three repeats per input give C(3, 2) = 3 pairs per group."""

@@ -36,7 +36,9 @@ def _trace(input_id: str, r: int, answer: str, label: str) -> Trace:
 @pytest.fixture(scope="module")
 def corpus() -> list[Trace]:
     rng = random.Random(0)
-    return [_trace(f"g{g}", r, rng.choice(SENTENCES), rng.choice(["billing", "bug"])) for g in range(12) for r in range(3)]
+    return [
+        _trace(f"g{g}", r, rng.choice(SENTENCES), rng.choice(["billing", "bug"])) for g in range(12) for r in range(3)
+    ]
 
 
 def test_a_second_analysis_makes_no_embedding_call(corpus: list[Trace], tmp_path: Path) -> None:

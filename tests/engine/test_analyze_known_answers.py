@@ -221,7 +221,9 @@ def test_shuffled_pairings_lose_their_lift() -> None:
     rng = random.Random(4)
     labels = [[rng.choice("xy") for _ in range(3)] for _ in range(60)]
     pool = [lab for group in labels for lab in group]
-    states = {f"g{g}": [{"label": lab, "shuffled": rng.choice(pool)} for lab in group] for g, group in enumerate(labels)}
+    states = {
+        f"g{g}": [{"label": lab, "shuffled": rng.choice(pool)} for lab in group] for g, group in enumerate(labels)
+    }
     profile = analyse(run_synthetic(origin_pipeline, states))
     edge = profile.edge("noisy", "copy_of")
     low, high = edge["lambda_ci"]

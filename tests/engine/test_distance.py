@@ -249,7 +249,9 @@ ROLES = NodeSpec(fields={
 
 def test_whole_output_node_reports_one_output_field() -> None:
     node = NodeSpec(output=FieldSpec(type="set"))
-    assert output_distance(node, ["a", "b"], ["b", "c"], never) == (pytest.approx(2 / 3), {"output": pytest.approx(2 / 3)})
+    assert output_distance(node, ["a", "b"], ["b", "c"], never) == (
+        pytest.approx(2 / 3), {"output": pytest.approx(2 / 3)}
+    )
 
 
 def test_roles_weigh_routing_two_context_one_observability_zero() -> None:

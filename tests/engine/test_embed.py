@@ -102,7 +102,7 @@ def test_ensure_embeds_each_distinct_text_once_and_the_cache_serves_the_next_run
         assert second.stats["embedded"] == 0
         assert second.stats["cache_hits"] == 15
         assert second.stats["encode_seconds"] == 0.0
-        for text, vector in zip(TEXTS, vectors):
+        for text, vector in zip(TEXTS, vectors, strict=True):
             assert np.array_equal(second.vector(text), vector)
 
 

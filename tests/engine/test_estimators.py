@@ -16,17 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quiver._observational import drift_budget, impact_set
-from quiver._observational import bifurcation_thresholds, divergence_rates, noise_origin
-from quiver._stats import Estimate
 from quiver._observational import (
     PathProduct,
+    bifurcation_thresholds,
     critical_path,
+    divergence_rates,
+    drift_budget,
     edge_sensitivity,
+    impact_set,
+    noise_origin,
     partial_sensitivities,
     path_products,
     transitive_sensitivity,
 )
+from quiver._stats import Estimate
 
 _spec = importlib.util.spec_from_file_location("_quiver_tests_synthetic", Path(__file__).with_name("_synthetic.py"))
 assert _spec is not None and _spec.loader is not None
@@ -477,7 +480,9 @@ def test_all_estimators_on_a_24000_pair_table() -> None:
     es = {e: edge_sensitivity(table, *e, boot) for e in edges}
     sigmas = {e: s.sigma.value for e, s in es.items()}
     results += es.values()
-    results += [partial_sensitivities(table, v, graph.parents(v), boot) for v in graph.nodes if len(graph.parents(v)) > 1]
+    results += [
+        partial_sensitivities(table, v, graph.parents(v), boot) for v in graph.nodes if len(graph.parents(v)) > 1
+    ]
     results.append(path_products(graph, sigmas))
     results += transitive_sensitivity(table, graph, sigmas, boot)
     results.append(divergence_rates(table, boot))

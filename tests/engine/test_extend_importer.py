@@ -19,7 +19,6 @@ import pytest
 
 import quiver
 from quiver import content_hash, load_traces
-from quiver._importers import registry as format_registry
 from quiver._importers import (
     NOTHING,
     Attrs,
@@ -31,6 +30,7 @@ from quiver._importers import (
     SpanFormat,
     import_format,
     registered_formats,
+    registry as format_registry,
     unregister_format,
 )
 from quiver._trace import CallKind, ToolStep, Trace

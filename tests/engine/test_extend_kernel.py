@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 import quiver
 from quiver import FieldSpec, FieldTypeError, NodeCall, NodeSpec, PipelineGraph, QuiverError, SpecError, Trace
-from quiver._distance import registry as kernel_registry
 from quiver._distance import (
     Kernel,
     KernelError,
@@ -27,6 +26,7 @@ from quiver._distance import (
     output_distance,
     register_kernel,
     registered_kernels,
+    registry as kernel_registry,
     unregister_kernel,
     value_distance,
 )

@@ -58,7 +58,8 @@ def test_the_documented_yaml_loads(tmp_path: Path) -> None:
          "g.yaml:3: nodes.a.output.type: unknown field type 'vector'; the registered types are categorical, bool, "
          "numeric, set, list, text, mapping, json (a new type registers with quiver.register_kernel"),
         ("nodes:\n  a:\n    fields: {x: {type: bool, role: routng}}\n", "nodes.a.fields.x.role: Input should be"),
-        ("nodes:\n  a:\n    fieldz: {}\n", "g.yaml:3: nodes.a.fieldz: unknown key 'fieldz'; valid keys here are: fields, output"),
+        ("nodes:\n  a:\n    fieldz: {}\n",
+         "g.yaml:3: nodes.a.fieldz: unknown key 'fieldz'; valid keys here are: fields, output"),
         ("- a\n- b\n", "a graph file is a mapping"),
     ],
 )
@@ -104,5 +105,6 @@ def test_infer_graph_fills_what_the_yaml_leaves_out() -> None:
 def test_a_graph_node_that_never_ran_is_an_error() -> None:
     traces = [_trace("t", [_call(0, "input", {}), _call(1, "signal", {"a": 1}, ["c0"])])]
     base = PipelineGraph(nodes={"signl": {}})
-    with pytest.raises(SpecError, match="node\\(s\\) signl of the graph never ran in the traces; recorded nodes: input, signal"):
+    with pytest.raises(SpecError,
+                       match="node\\(s\\) signl of the graph never ran in the traces; recorded nodes: input, signal"):
         infer_graph(traces, base)

@@ -86,7 +86,9 @@ def test_every_observation_is_one_call_with_its_name_and_parent(export: Any) -> 
         assert call.node == obs["name"]
         parent = obs["parentObservationId"]
         assert call.parents == ([ids[parent]] if parent else ["c0"])
-        parent_path = _call_of(trace, ids, next(o for o in observations if o["id"] == parent)).call_path if parent else ""
+        parent_path = ""
+        if parent:
+            parent_path = _call_of(trace, ids, next(o for o in observations if o["id"] == parent)).call_path
         assert call.call_path.startswith(f"{parent_path}/{obs['name']}#" if parent else f"{obs['name']}#")
 
 
@@ -244,6 +246,7 @@ def test_a_truncated_export_imports_the_observations_before_the_cut(tmp_path: Pa
     truncation = result.problems[0]
     assert truncation.span_id == cut_obs["id"] and "truncated" in truncation.what
     assert truncation.where.startswith(f"{truncated}:{1 + text[:cut].count(chr(10))}:")
-    orphans = {o["id"] for o in data["observations"][:4]
-               if o["parentObservationId"] and o["parentObservationId"] not in {x["id"] for x in data["observations"][:4]}}
+    first_four = data["observations"][:4]
+    orphans = {o["id"] for o in first_four
+               if o["parentObservationId"] and o["parentObservationId"] not in {x["id"] for x in first_four}}
     assert {p.span_id for p in result.problems[1:]} == orphans

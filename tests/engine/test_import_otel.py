@@ -167,8 +167,9 @@ def _otlp_doc() -> dict[str, Any]:
     return {"resourceSpans": [{
         "resource": {"attributes": [kv("service.name", "weather-agent")]},
         "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai", "version": "0.1"}, "spans": [
-            {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "invoke_agent weather",
-             "kind": 1, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000002000000000",
+            {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+             "name": "invoke_agent weather", "kind": 1,
+             "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000002000000000",
              "attributes": [kv("gen_ai.operation.name", "invoke_agent"), kv("gen_ai.conversation.id", "conv-1")],
              "status": {"code": 2, "message": "tool failed"},
              "events": [{"name": "exception", "timeUnixNano": "1700000001900000000", "attributes": [
@@ -190,11 +191,13 @@ def test_otlp_json_with_legacy_prompt_attributes_and_an_exception() -> None:
     agent, chat = trace.calls[1:]
     assert trace.input_id == "conv-1"
     assert trace.status == "failed" and trace.error == agent.error
-    assert agent.error is not None and (agent.error.type, agent.error.message) == ("TimeoutError", "weather API timed out")
+    assert agent.error is not None
+    assert (agent.error.type, agent.error.message) == ("TimeoutError", "weather API timed out")
     assert agent.tags["otel.span"]["events"][0]["attributes"] == {"exception.stacktrace": "Traceback ..."}
     assert chat.parents == [agent.call_id] and chat.call_path == "invoke_agent weather#0/chat gpt-4o#0"
     assert chat.kind == "llm" and chat.tags["otel.span"] == {"kind": "CLIENT"}
-    assert chat.prompt is not None and [(m.role, m.content) for m in chat.prompt.assembled] == [("user", "Weather in Oslo?")]
+    assert chat.prompt is not None
+    assert [(m.role, m.content) for m in chat.prompt.assembled] == [("user", "Weather in Oslo?")]
     assert chat.response is not None and chat.response.content == "Let me check." and chat.output == "Let me check."
     assert (chat.started_at, chat.ended_at) == (0.5, 1.0)
     assert trace.tags["import"]["resource"] == {"service.name": "weather-agent"}

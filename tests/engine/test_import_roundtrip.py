@@ -70,14 +70,14 @@ def test_the_corpus_exercises_every_replay_contract_field(recorded: list[Trace])
 def test_imported_traces_equal_the_recorded_ones(recorded: list[Trace], imported: quiver.ImportResult) -> None:
     assert imported.ok, [str(p) for p in imported.problems]
     assert [t.trace_id for t in imported.traces] == [t.trace_id for t in recorded]
-    for before, after in zip(recorded, imported.traces):
+    for before, after in zip(recorded, imported.traces, strict=True):
         assert _without_import_note(after) == before.model_dump(mode="json"), before.trace_id
 
 
 def test_node_calls_round_trip_field_by_field(recorded: list[Trace], imported: quiver.ImportResult) -> None:
     fields = ("call_id", "node", "occurrence", "call_path", "iteration", "loop", "parents", "kind", "input_hash",
               "output", "decision", "model", "prompt", "response", "retrieval", "tool", "tags", "error")
-    for before, after in zip(recorded, imported.traces):
+    for before, after in zip(recorded, imported.traces, strict=True):
         assert (after.input_id, after.repeat, after.inputs, after.output) == (
             before.input_id, before.repeat, before.inputs, before.output)
         for a, b in zip(before.calls, after.calls, strict=True):

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from quiver import NodeCall, PipelineGraph, Trace, campaign_estimates, interventional_report
-from quiver._observational import analyze
 from quiver._errors import QuiverError
 from quiver._graph import infer_graph
 from quiver._interventional import holm, permutation_test
+from quiver._observational import analyze
 from quiver._stats import PairTable, build_pairs, group_traces
 
 FIELDS = 10
@@ -281,7 +281,8 @@ def test_the_threshold_is_the_bottom_of_the_run_of_bins_from_the_top(corpus: Any
     top ends at step 4, so the value is 0.4, not 0.2."""
     pert = perturbation("lad", op="text_edit", ladder={"strength": [1, 2, 3, 4, 5]})
     every = set(range(20))
-    beta = estimate(corpus, [pert], step_rows({2: set(range(10)), 4: every, 5: every}))["perturbations"][0]["beta_shape"]
+    estimates = estimate(corpus, [pert], step_rows({2: set(range(10)), 4: every, 5: every}))
+    beta = estimates["perturbations"][0]["beta_shape"]
     assert [b["qualifies"] for b in beta["bins"]] == [False, True, False, True, True]
     assert beta["value"] == 0.4 and beta["raw_min"] == 0.2 and beta["n_below"] == 60
 

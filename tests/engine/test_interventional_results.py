@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from quiver._errors import QuiverError
-from quiver._report import interventional_report
 from quiver._graph import NodeSpec, PipelineGraph
 from quiver._interventional import (
     CampaignEstimates,
@@ -39,6 +38,7 @@ from quiver._interventional import (
     ValidationRow,
     campaign_estimates,
 )
+from quiver._report import interventional_report
 from quiver._stats import Estimate, PairTable
 
 NODES = ("cs", "planner", "composer")

@@ -78,7 +78,8 @@ def test_bad_lines_give_one_line_errors_and_the_rest_loads(tmp_path: Path) -> No
     messages = [str(e) for e in result.errors]
     assert messages == [
         f"{path}:2: not valid JSON: Expecting value at column 35",
-        f"{path}:3: calls[0].occurrence: Input should be a valid integer, unable to parse string as an integer, got \"first\"",
+        f"{path}:3: calls[0].occurrence: Input should be a valid integer, unable to parse string as an integer, "
+        f"got \"first\"",
         f"{path}:4: schema_version: unsupported version 2; this engine reads version 1",
         f"{path}:7: expected a JSON object, got list",
     ]

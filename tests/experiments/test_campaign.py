@@ -270,7 +270,8 @@ def test_an_unknown_executor_names_the_registered_ones(baseline: Path, tmp_path:
         main(["run", str(_spec(tmp_path, baseline, "x")), "--executor", "spark"])
     assert "invalid choice: 'spark'" in capsys.readouterr().err
     path = _spec(tmp_path, baseline, "y", executor="spark")
-    with pytest.raises(SpecError, match=r"executor.kind: .*unknown executor 'spark'; the registered executors are .*local"):
+    with pytest.raises(SpecError,
+                       match=r"executor.kind: .*unknown executor 'spark'; the registered executors are .*local"):
         load_spec(CampaignSpec, path)
 
 
@@ -414,7 +415,8 @@ def test_a_value_outside_the_field_s_categories_is_refused(tmp_path: Path, basel
     spec.write_text(text)
     from quiver.experiments._campaign import check_spec
 
-    with pytest.raises(SpecError, match="'SKIP' is not a category of planner.action; its categories are EXECUTE, RETRY, COMPOSE") as err:
+    with pytest.raises(SpecError, match="'SKIP' is not a category of planner.action; "
+                                        "its categories are EXECUTE, RETRY, COMPOSE") as err:
         check_spec(load_spec(CampaignSpec, spec), spec)
     assert err.value.line is not None and err.value.path == "perturbations[1].params"
 
@@ -423,8 +425,11 @@ def test_faults_are_retried_and_every_pair_is_accounted_for(baseline: Path, refe
     spec = _spec(tmp_path, baseline, "faulty")
     text = spec.read_text().replace(
         "    nondeterminism: 0.15\n",
-        "    nondeterminism: 0.15\n    faults: {rate_429: 0.10, rate_500: 0.05, rate_timeout: 0.02, retry_after_s: 0.02,"
-        " timeout_hang_s: 3, seed: 5}\n  timeout_s: 1.0\n  retry: {attempts: 10, initial_s: 0.02, max_s: 0.2}\n",
+        "    nondeterminism: 0.15\n"
+        "    faults: {rate_429: 0.10, rate_500: 0.05, rate_timeout: 0.02, retry_after_s: 0.02,"
+        " timeout_hang_s: 3, seed: 5}\n"
+        "  timeout_s: 1.0\n"
+        "  retry: {attempts: 10, initial_s: 0.02, max_s: 0.2}\n",
     )
     spec.write_text(text)
     result = run_campaign(spec, progress_stream=None)

@@ -53,7 +53,9 @@ def _gate(cli: list[str], out: Path, *args: str, profile: Path | None, cwd: Path
 
 
 @pytest.fixture(scope="module")
-def strict(gate: Any, support_bot_run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+def strict(
+    gate: Any, support_bot_run: Path, tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Any, dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("gate") / "strict"
     proc, data = gate(out, "--candidate", f"support_bot.planner={CANDIDATES / 'planner_strict.txt'}",
                       profile=support_bot_run)
@@ -72,7 +74,9 @@ def gate_null_change(gate: Any, out: Path, candidate: str, profile: Path) -> Run
     return proc, data
 
 
-def test_a_reworded_rewriter_template_passes_with_nothing_to_re_evaluate(gate: Any, support_bot_run: Path, tmp_path: Path) -> None:
+def test_a_reworded_rewriter_template_passes_with_nothing_to_re_evaluate(
+    gate: Any, support_bot_run: Path, tmp_path: Path,
+) -> None:
     proc, data = gate_null_change(gate, tmp_path, f"support_bot.rewriter={CANDIDATES / 'rewriter_reworded.txt'}",
                                   support_bot_run)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -10,7 +10,6 @@ imply, and truth.yaml, graph.yaml and the recorded values agree on every node an
 from __future__ import annotations
 
 import json
-
 import shutil
 import subprocess
 import sys

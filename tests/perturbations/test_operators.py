@@ -24,6 +24,8 @@ from quiver.perturbations import (
     OperatorContext,
     OperatorError,
     OperatorParams,
+    TemplateRef,
+    _registry,
     expand_ladder,
     expand_variants,
     get_operator,
@@ -32,9 +34,7 @@ from quiver.perturbations import (
     operator,
     registered_operators,
     resolve_template_ref,
-    TemplateRef,
 )
-from quiver.perturbations import _registry
 from quiver.replay import LLMClient, template
 
 SIGNAL_SPEC = NodeSpec.model_validate({"fields": {  # as experiments/support_bot/graph.yaml declares it
@@ -45,7 +45,9 @@ SIGNAL_SPEC = NodeSpec.model_validate({"fields": {  # as experiments/support_bot
     "is_small_talk": {"type": "bool", "role": "routing"},
 }})
 SIGNAL = {"turn_type": "billing", "sentiment": "neutral", "web_search_hint": False, "is_small_talk": False}
-PLAN = {"action": "RETRY", "plan": {"action": "COMPOSE", "gaps": ["sso", "quota"]}, "refs": ["A-1", "B-2", "C-3", "D-4"]}
+PLAN = {
+    "action": "RETRY", "plan": {"action": "COMPOSE", "gaps": ["sso", "quota"]}, "refs": ["A-1", "B-2", "C-3", "D-4"],
+}
 SUPPORT_BOT = Path(__file__).resolve().parents[2] / "experiments" / "support_bot"
 
 
@@ -97,7 +99,8 @@ def test_a_name_taken_by_another_class_is_refused(monkeypatch: pytest.MonkeyPatc
         binary = True
         Params = OperatorParams
 
-    with pytest.raises(OperatorError, match=r"'override' is already registered by quiver\.perturbations\._operators\.output\.Override"):
+    with pytest.raises(OperatorError, match=r"'override' is already registered by "
+                                            r"quiver\.perturbations\._operators\.output\.Override"):
         operator("override")(Again)
     operator("again")(Again)
     operator("again")(Again)  # the same class again is fine
@@ -187,7 +190,8 @@ def test_bool_flip_negates_a_field_or_the_whole_output() -> None:
 
 
 def test_bool_flip_of_a_non_boolean_says_what_it_found() -> None:
-    with pytest.raises(OperatorError, match=r"applies to a boolean \(true/false\); field 'turn_type' of this call is str"):
+    with pytest.raises(OperatorError,
+                       match=r"applies to a boolean \(true/false\); field 'turn_type' of this call is str"):
         perturb("bool_flip", {"field": "turn_type"}, SIGNAL)
 
 
@@ -234,7 +238,9 @@ def test_categorical_flip_params_are_consistent() -> None:
 SIGNAL_TEMPLATE = "test_operators.signal_analysis"
 
 
-def _recorded_signal(llm_client: LLMClient, message: str, model: str = "support-bot-signal") -> tuple[Any, list[dict[str, Any]]]:
+def _recorded_signal(
+    llm_client: LLMClient, message: str, model: str = "support-bot-signal",
+) -> tuple[Any, list[dict[str, Any]]]:
     """A signal_analysis call answered by the simulator, with its logprobs, as recorded."""
     import quiver.experiments.support_bot.sim_models  # noqa: F401  (registers the model)
 
@@ -326,8 +332,10 @@ def test_list_edit_remove_drops_count_or_a_rounded_up_fraction() -> None:
 
 
 def test_list_edit_truncate_keeps_the_first_elements() -> None:
-    assert perturb("list_edit", {"field": "refs", "action": "truncate", "count": 1}, PLAN)["refs"] == ["A-1", "B-2", "C-3"]
-    assert perturb("list_edit", {"field": "plan.gaps", "action": "truncate", "fraction": 1.0}, PLAN)["plan"]["gaps"] == []
+    kept = perturb("list_edit", {"field": "refs", "action": "truncate", "count": 1}, PLAN)
+    assert kept["refs"] == ["A-1", "B-2", "C-3"]
+    emptied = perturb("list_edit", {"field": "plan.gaps", "action": "truncate", "fraction": 1.0}, PLAN)
+    assert emptied["plan"]["gaps"] == []
 
 
 def test_list_edit_add_inserts_pool_items_the_list_lacks() -> None:
@@ -367,7 +375,8 @@ def test_list_edit_params_need_one_amount_and_a_pool_to_add() -> None:
         make_operator("list_edit", {"action": "add", "count": 1, "pool": []})
     with pytest.raises(OperatorError, match=r"params\.fraction: Input should be greater than 0"):
         make_operator("list_edit", {"action": "truncate", "fraction": 0})
-    with pytest.raises(OperatorError, match=r"params\.action: Input should be 'remove', 'reorder', 'add' or 'truncate'"):
+    with pytest.raises(OperatorError,
+                       match=r"params\.action: Input should be 'remove', 'reorder', 'add' or 'truncate'"):
         make_operator("list_edit", {"action": "shuffle"})
 
 
@@ -427,7 +436,8 @@ def test_a_temperature_ladder_builds_one_paraphrase_per_step() -> None:
 
 
 def test_text_edit_errors_say_what_is_missing() -> None:
-    with pytest.raises(OperatorError, match=r"action 'paraphrase' needs an LLM, and the replayer gave none for node 'signal_analysis'"):
+    with pytest.raises(OperatorError, match=r"action 'paraphrase' needs an LLM, "
+                                            r"and the replayer gave none for node 'signal_analysis'"):
         perturb("text_edit", {"action": "paraphrase"}, "text")
     with pytest.raises(OperatorError, match=r"action 'remove_keyword' needs a non-empty list of non-blank 'keywords'"):
         make_operator("text_edit", {"action": "remove_keyword"})
@@ -452,10 +462,13 @@ def test_prompt_swap_resolves_a_variant_file_against_the_spec_folder(tmp_path: P
     (tmp_path / "prompts" / "terse.txt").write_text("[user]\n{query}\n")
     (tmp_path / "polite.md").write_text("Please: {query}\n")
     ctx = ctx_for({}, prompt_template="rewriter", base_dir=tmp_path)
-    for variant, path in (("prompts/terse.txt", tmp_path / "prompts" / "terse.txt"), ("polite.md", tmp_path / "polite.md")):
+    for variant, path in (
+        ("prompts/terse.txt", tmp_path / "prompts" / "terse.txt"), ("polite.md", tmp_path / "polite.md"),
+    ):
         assert make_operator("prompt_swap", {"variant": variant}).change(ctx).templates == {
             "rewriter": TemplateRef(variant, path.resolve())}
-    with pytest.raises(OperatorError, match=r"variant 'prompts/missing\.txt': template file .*missing\.txt .* does not exist"):
+    with pytest.raises(OperatorError,
+                       match=r"variant 'prompts/missing\.txt': template file .*missing\.txt .* does not exist"):
         make_operator("prompt_swap", {"variant": "prompts/missing.txt"}).change(ctx)
 
 
@@ -463,7 +476,9 @@ def test_prompt_swap_resolves_a_variant_file_against_the_spec_folder(tmp_path: P
     ("support_bot.rewriter.v2", False), ("rewriter", False), ("planner.v2.final", False),
     ("prompts/terse.txt", True), ("terse.TXT", True), ("polite.md", True), ("x.prompt", True), ("sub\\x", True),
 ])
-def test_a_template_reference_is_a_file_only_by_its_separator_or_ending(tmp_path: Path, ref: str, is_file: bool) -> None:
+def test_a_template_reference_is_a_file_only_by_its_separator_or_ending(
+    tmp_path: Path, ref: str, is_file: bool,
+) -> None:
     if is_file:
         target = tmp_path / ref.replace("\\", "/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -482,13 +497,16 @@ def test_a_missing_template_file_names_the_folder_it_was_looked_for_in(tmp_path:
 
 
 def test_prompt_swap_without_a_template_to_replace_asks_for_one() -> None:
-    with pytest.raises(OperatorError, match=r"used no registered template .* give the template id to replace in params\.template"):
+    with pytest.raises(OperatorError,
+                       match=r"used no registered template .* give the template id to replace in params\.template"):
         make_operator("prompt_swap", {"variant": "v2"}).change(ctx_for({}))
 
 
 def test_prompt_swap_variants_expand_into_one_perturbation_each() -> None:
     params = {"variants": ["a", "b.txt"], "template": "t"}
-    assert expand_variants("prompt_swap", params) == [{"variant": "a", "template": "t"}, {"variant": "b.txt", "template": "t"}]
+    assert expand_variants("prompt_swap", params) == [
+        {"variant": "a", "template": "t"}, {"variant": "b.txt", "template": "t"},
+    ]
     with pytest.raises(OperatorError, match=r"'variants' lists 2 replacements; .* expand_variants\(\)"):
         make_operator("prompt_swap", params)
     assert make_operator("prompt_swap", {"variants": ["a"]}).describe()["params"]["variant"] == "a"
@@ -588,7 +606,9 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
     _registry._reload_entry_points()
 
 
-def test_a_third_party_operator_class_comes_in_through_its_entry_point(plugins: Callable[[str, str, str], None]) -> None:
+def test_a_third_party_operator_class_comes_in_through_its_entry_point(
+    plugins: Callable[[str, str, str], None],
+) -> None:
     plugins("thirdparty_ops", SHOUT, "[quiver.operators]\nshout = thirdparty_ops:Shout\n")
     _registry._reload_entry_points()
     shout = get_operator("shout")
@@ -596,7 +616,8 @@ def test_a_third_party_operator_class_comes_in_through_its_entry_point(plugins: 
     op = make_operator("shout", {"suffix": "?!"})
     assert op.apply("hello", ctx_for("hello")) == "HELLO?!"
     assert op.describe() == {"op": "shout", "params": {"suffix": "?!"}}
-    with pytest.raises(OperatorError, match=r"operator 'shout' params\.volume: Extra inputs are not permitted; valid params: suffix"):
+    with pytest.raises(OperatorError,
+                       match=r"operator 'shout' params\.volume: Extra inputs are not permitted; valid params: suffix"):
         make_operator("shout", {"volume": 11})
 
 

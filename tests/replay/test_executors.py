@@ -14,9 +14,14 @@ from typing import Any
 
 import pytest
 
-from quiver.replay._executors import base as _executors
-from quiver.replay._executors import local as _local
-from quiver.replay._executors import LocalExecutor, ReplayContext, ReplayJob, quiet_collector
+from quiver.replay._executors import (
+    LocalExecutor,
+    ReplayContext,
+    ReplayJob,
+    base as _executors,
+    local as _local,
+    quiet_collector,
+)
 
 
 def _context() -> ReplayContext:

@@ -273,5 +273,7 @@ def test_decorators_declare_field_types_and_edges_for_the_analysis() -> None:
 
 
 def test_a_bad_field_declaration_is_refused_where_it_is_written() -> None:
-    with pytest.raises(InstrumentationError, match=r"quiver.node field declaration fields.x.type: unknown field type .vector.; the registered types are categorical"):
+    with pytest.raises(InstrumentationError, match=r"quiver.node field declaration fields.x.type: "
+                                                   r"unknown field type .vector.; "
+                                                   r"the registered types are categorical"):
         quiver.node("bad-decl", fields={"x": {"type": "vector"}})

@@ -68,7 +68,9 @@ def test_changed_transform_code_is_a_divergence_at_that_call(llm_client: LLMClie
                            llm=llm_client, progress_stream=None)
     trace = next(iter(iter_traces(result.traces_path)))
     original = module.keywords
-    module.keywords = module.quiver.node("keywords")(lambda text: sorted({w.upper() for w in text.split() if len(w) >= 4}))
+    module.keywords = module.quiver.node("keywords")(
+        lambda text: sorted({w.upper() for w in text.split() if len(w) >= 4})
+    )
     try:
         changed = replay_trace(trace, fn, client=llm_client)
         held = replay_trace(trace, fn, client=llm_client, mode=ReplayMode(frozen_nodes=("keywords",)))

@@ -27,8 +27,7 @@ import quiver.experiments.support_bot.sim_models  # noqa: F401  (registers the d
 from quiver import FunctionEmbedder
 from quiver._graph import PipelineGraph, load_graph
 from quiver._stats import build_pairs
-from quiver._trace import Trace
-from quiver._trace import iter_traces
+from quiver._trace import Trace, iter_traces
 from quiver.perturbations import expand_ladder, make_operator
 from quiver.replay import (
     InputItem,
@@ -95,7 +94,8 @@ class Bot:
 @pytest.fixture(scope="module")
 def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bot]:
     out = tmp_path_factory.mktemp("support_bot")
-    inputs = [InputItem.from_record(json.loads(line)) for line in (DEMO / "inputs.jsonl").read_text().splitlines() if line.strip()]
+    lines = (DEMO / "inputs.jsonl").read_text().splitlines()
+    inputs = [InputItem.from_record(json.loads(line)) for line in lines if line.strip()]
     fn = load_pipeline("pipeline.py:run", DEMO)
     with Simulator(SimulatorConfig(nondeterminism=0.15)) as sim:
         client = LLMClient(base_url=sim.url, model="support-bot-planner", api_key="sk-test",
@@ -146,7 +146,8 @@ def test_code_that_changes_a_frozen_call_s_inputs_is_a_divergence_with_a_diff(bo
     short_history = [t for t in bot.traces if len(t.inputs["history"]) < 2 and "planner" in _nodes(t)][:4]
     assert long_history and short_history
     for trace in long_history:
-        result = replay_trace(trace, fn, target=Target("planner"), operator=make_operator("override", {"set": {"action": "COMPOSE"}}),
+        result = replay_trace(trace, fn, target=Target("planner"),
+                              operator=make_operator("override", {"set": {"action": "COMPOSE"}}),
                               client=bot.client, graph=bot.graph)
         first = result.first_divergence
         assert first is not None and first.reason == "inputs"
@@ -178,7 +179,7 @@ def test_unfreezing_one_dimension_at_a_time(bot: Bot) -> None:
         # same templates: every rendered prompt equals the recorded one, so nothing is asked
         assert prompt_live.reproduced and prompt_live.total_llm_calls == 0
     variant = make_operator("prompt_swap", {"variant": "prompts/rewriter_verbose.txt"})
-    from quiver.replay import template, get_template
+    from quiver.replay import get_template, template
 
     original = get_template("support_bot.rewriter")
     template("support_bot.rewriter", path=DEMO / "prompts" / "rewriter_verbose.txt")
