@@ -47,7 +47,6 @@ import random
 from abc import ABC
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -56,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec
+from quiver._registry import Registry
 
 if TYPE_CHECKING:
     from quiver.perturbations._templates import TemplateRef
@@ -68,6 +68,7 @@ __all__ = [
     "OperatorContext",
     "OperatorParams",
     "Operator",
+    "OPERATORS",
     "operator",
     "get_operator",
     "registered_operators",
@@ -236,10 +237,22 @@ class Operator(ABC):
 
 # --------------------------------------------------------------------------- registry
 
-_REGISTRY: dict[str, type[Operator]] = {}
-_FROM_ENTRY_POINTS: set[str] = set()
-_FAILED_ENTRY_POINTS: dict[str, str] = {}
-_entry_points_loaded = False
+def _adopt(name: str, loaded: Any) -> None:
+    """Register what an entry point named (a class), or say why it is not an operator."""
+    if not isinstance(loaded, type):
+        raise OperatorError(
+            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no "
+            f"operator named '{name}'; it must name an Operator subclass or a module that registers one with "
+            "@operator"
+        )
+    _register(name, loaded)
+
+
+OPERATORS: Registry[type[Operator]] = Registry(
+    "operator", "operators", ENTRY_POINT_GROUP, error=OperatorError, how="with @quiver.perturbations.operator",
+    adopt=_adopt,
+)
+"""Every operator by name (see :class:`quiver._registry.Registry`)."""
 
 
 def _check_operator_class(name: str, cls: Any) -> None:
@@ -257,19 +270,16 @@ def _check_operator_class(name: str, cls: Any) -> None:
         raise OperatorError(f"operator class {cls.__qualname__} ('{name}') must set {'; '.join(problems)}")
 
 
+def _qualified(cls: type[Operator]) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _register(name: str, cls: type[Operator], *, rename: bool = False) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise OperatorError(f"an operator name must be a non-empty string; got {name!r}")
+    OPERATORS.check_name(name)
     _check_operator_class(name, cls)
-    known = _REGISTRY.get(name)
-    if known is not None and known is not cls:
-        raise OperatorError(
-            f"operator name '{name}' is already registered by {known.__module__}.{known.__qualname__}; "
-            f"{cls.__module__}.{cls.__qualname__} needs another name"
-        )
+    OPERATORS.add(name, cls, describe=_qualified)
     if rename or not cls.__dict__.get("name"):
         cls.name = name
-    _REGISTRY[name] = cls
 
 
 def operator(name: str) -> Callable[[type[Operator]], type[Operator]]:
@@ -287,43 +297,9 @@ def operator(name: str) -> Callable[[type[Operator]], type[Operator]]:
     return decorate
 
 
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        before = set(_REGISTRY)
-        try:
-            loaded = ep.load()
-            if isinstance(loaded, type):
-                _register(ep.name, loaded)
-            elif ep.name not in _REGISTRY:
-                raise OperatorError(
-                    f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which "
-                    f"registered no operator named '{ep.name}'; it must name an Operator subclass "
-                    "or a module that registers one with @operator"
-                )
-        except Exception as exc:  # a broken plugin must not hide the other operators
-            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
-        _FROM_ENTRY_POINTS.update(set(_REGISTRY) - before)
-
-
-def _reload_entry_points() -> None:
-    """Forget the operators loaded from entry points and load them again (for tests)."""
-    global _entry_points_loaded
-    for name in _FROM_ENTRY_POINTS:
-        _REGISTRY.pop(name, None)
-    _FROM_ENTRY_POINTS.clear()
-    _FAILED_ENTRY_POINTS.clear()
-    _entry_points_loaded = False
-    _load_entry_points()
-
-
 def registered_operators() -> dict[str, type[Operator]]:
     """Every registered operator by name, including those from entry points."""
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
+    return OPERATORS.items()
 
 
 def get_operator(name: str) -> type[Operator]:
@@ -333,16 +309,7 @@ def get_operator(name: str) -> type[Operator]:
         OperatorError: No operator has that name (the message lists the known ones), or
             the entry point that should provide it failed to load.
     """
-    if name not in _REGISTRY:
-        _load_entry_points()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _FAILED_ENTRY_POINTS:
-        raise OperatorError(f"operator '{name}' could not be loaded from {_FAILED_ENTRY_POINTS[name]}")
-    raise OperatorError(
-        f"unknown operator {name!r}; known operators: {', '.join(sorted(_REGISTRY))} "
-        f"(third-party operators register in the entry-point group '{ENTRY_POINT_GROUP}')"
-    )
+    return OPERATORS.get(name)
 
 
 # --------------------------------------------------------------------------- building

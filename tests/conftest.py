@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,3 +37,41 @@ def llm_client(simulator: Simulator) -> Iterator[LLMClient]:
 def pipelines_dir() -> Path:
     """Where the test pipelines live (loaded by file path, as a spec names them)."""
     return TESTS / "pipelines"
+
+
+def _registries() -> list[Any]:
+    from quiver._distance.registry import KERNELS
+    from quiver._importers.registry import FORMATS
+    from quiver.perturbations._registry import OPERATORS
+    from quiver.replay._executors import EXECUTORS
+
+    return [KERNELS, FORMATS, OPERATORS, EXECUTORS]
+
+
+@pytest.fixture
+def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str, str], None]]:
+    """Install third-party distributions for the test: ``install(module, source,
+    entry_points_txt)`` writes a module and its dist-info into a folder on ``sys.path``.
+    Every registry reads its entry points again the next time a name is not found, and
+    forgets them when the test ends."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    modules: list[str] = []
+
+    def install(module: str, source: str, entry_points: str) -> None:
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+        dist = site / f"{module}-0.1.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(entry_points)
+        modules.append(module)
+        for registry in _registries():
+            registry.forget_entry_points()
+
+    monkeypatch.syspath_prepend(str(site))
+    yield install
+    monkeypatch.undo()
+    for module in modules:
+        sys.modules.pop(module, None)
+    for registry in _registries():
+        registry.forget_entry_points()

@@ -12,8 +12,9 @@ declares its fields loads neither NumPy nor the embedding cache.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from quiver._lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
     ".registry": (
@@ -29,7 +30,6 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DEFAULT_MODEL", "default_cache_dir", "make_embedder",
     ),
 }
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing here runs
     from .embed import (
@@ -64,17 +64,4 @@ if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing h
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
-
-
-__all__ = [name for names in _MODULES.values() for name in names]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

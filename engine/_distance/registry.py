@@ -46,10 +46,10 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quiver._errors import QuiverError
+from quiver._registry import Registry
 
 if TYPE_CHECKING:
     from quiver._graph import FieldSpec
@@ -64,6 +64,7 @@ __all__ = [
     "get_kernel",
     "unregister_kernel",
     "ENTRY_POINT_GROUP",
+    "KERNELS",
 ]
 
 ENTRY_POINT_GROUP = "quiver.kernels"
@@ -119,17 +120,28 @@ class Kernel:
     description: str = ""
 
 
-_KERNELS: dict[str, Kernel] = {}
-_FROM_ENTRY_POINTS: set[str] = set()
-_FAILED_ENTRY_POINTS: dict[str, str] = {}
-_entry_points_loaded = False
-
-
 def _load_builtins() -> None:
     """Import the built-in kernels, which register themselves (a no-op once imported,
     and while they are being imported)."""
     if _BUILTINS not in sys.modules:
         importlib.import_module(_BUILTINS)
+
+
+def _adopt(name: str, loaded: Any) -> None:
+    """Register the :class:`Kernel` an entry point named, or say why it is not one."""
+    if not isinstance(loaded, Kernel):
+        raise KernelError(
+            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered "
+            f"no field type named '{name}'; it must name a quiver Kernel or a module that calls register_kernel"
+        )
+    register_kernel(name, loaded.fn, uses_text=loaded.uses_text, description=loaded.description)
+
+
+KERNELS: Registry[Kernel] = Registry(
+    "field type", "types", ENTRY_POINT_GROUP, error=KernelError, how="with quiver.register_kernel", adopt=_adopt,
+    builtins=_load_builtins, same=lambda a, b: (a.fn, a.uses_text) == (b.fn, b.uses_text), sort=False,
+)
+"""Every field type by name, the built-in ones first (see :class:`quiver._registry.Registry`)."""
 
 
 def register_kernel(
@@ -158,23 +170,13 @@ def register_kernel(
     """
     kernel = _checked(type_name, fn, uses_text, description)
     _load_builtins()
-    known = _KERNELS.get(type_name)
-    if known is not None:
-        if (known.fn, known.uses_text) == (kernel.fn, kernel.uses_text):
-            return known
-        raise KernelError(
-            f"field type '{type_name}' is already registered with the kernel {_describe(known)}; "
-            f"{_describe(kernel)} needs another name (or unregister_kernel('{type_name}') first)"
-        )
-    _KERNELS[type_name] = kernel
+    if not KERNELS.add(type_name, kernel, describe=_describe):
+        return KERNELS.get(type_name)
     return kernel
 
 
 def _checked(type_name: Any, fn: Any, uses_text: Any, description: Any) -> Kernel:
-    if not isinstance(type_name, str) or not type_name.strip() or type_name != type_name.strip():
-        raise KernelError(
-            f"a field type name must be a non-empty string without surrounding spaces; got {type_name!r}"
-        )
+    KERNELS.check_name(type_name)
     if not callable(fn):
         raise KernelError(
             f"the kernel of field type '{type_name}' must be a function fn(spec, a, b, text, path) -> float; "
@@ -193,7 +195,7 @@ def _checked(type_name: Any, fn: Any, uses_text: Any, description: Any) -> Kerne
 def _describe(kernel: Kernel) -> str:
     fn = kernel.fn
     name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    return f"{name} (uses_text={kernel.uses_text})"
+    return f"the kernel {name} (uses_text={kernel.uses_text})"
 
 
 def unregister_kernel(type_name: str) -> Kernel:
@@ -208,52 +210,14 @@ def unregister_kernel(type_name: str) -> Kernel:
     kernel = get_kernel(type_name)
     if getattr(kernel.fn, "__module__", None) == _BUILTINS:
         raise KernelError(f"field type '{type_name}' is built in and cannot be unregistered")
-    del _KERNELS[type_name]
-    _FROM_ENTRY_POINTS.discard(type_name)
-    return kernel
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    _load_builtins()
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        before = set(_KERNELS)
-        try:
-            loaded = ep.load()
-            if isinstance(loaded, Kernel):
-                register_kernel(ep.name, loaded.fn, uses_text=loaded.uses_text, description=loaded.description)
-            elif ep.name not in _KERNELS:
-                raise KernelError(
-                    f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered "
-                    f"no field type named '{ep.name}'; it must name a quiver Kernel or a module that calls "
-                    "register_kernel"
-                )
-        except Exception as exc:  # a broken plugin must not hide the other types
-            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
-        _FROM_ENTRY_POINTS.update(set(_KERNELS) - before)
-
-
-
-def _reload_entry_points() -> None:
-    """Forget the field types loaded from entry points and load them again (for tests)."""
-    global _entry_points_loaded
-    for name in _FROM_ENTRY_POINTS:
-        _KERNELS.pop(name, None)
-    _FROM_ENTRY_POINTS.clear()
-    _FAILED_ENTRY_POINTS.clear()
-    _entry_points_loaded = False
-    _load_entry_points()
+    return KERNELS.remove(type_name)
 
 
 def registered_kernels() -> dict[str, Kernel]:
     """Every registered field type by name, in registration order: the built-in ones
     (categorical, bool, numeric, set, list, text, mapping, json), then the others,
     including those from entry points."""
-    _load_entry_points()
-    return dict(_KERNELS)
+    return KERNELS.items()
 
 
 def get_kernel(type_name: str) -> Kernel:
@@ -263,17 +227,5 @@ def get_kernel(type_name: str) -> Kernel:
         KernelError: No type has that name (the message lists the registered ones), or
             the entry point that should provide it failed to load.
     """
-    kernel = _KERNELS.get(type_name)
-    if kernel is not None:
-        return kernel
-    _load_builtins()
-    if type_name not in _KERNELS:
-        _load_entry_points()
-    if type_name in _KERNELS:
-        return _KERNELS[type_name]
-    if type_name in _FAILED_ENTRY_POINTS:
-        raise KernelError(f"field type '{type_name}' could not be loaded from {_FAILED_ENTRY_POINTS[type_name]}")
-    raise KernelError(
-        f"unknown field type {type_name!r}; the registered types are {', '.join(_KERNELS)} (a new type "
-        f"registers with quiver.register_kernel or the entry-point group '{ENTRY_POINT_GROUP}')"
-    )
+    found = KERNELS.find(type_name)  # the dispatch asks once per value
+    return found if found is not None else KERNELS.get(type_name)

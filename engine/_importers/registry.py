@@ -24,15 +24,16 @@ the formats are listed::
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from quiver._errors import QuiverError
+from quiver._registry import Registry
 
 from .common import SpanFormat
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FORMATS",
     "ImportFormatError",
     "import_format",
     "get_format",
@@ -47,11 +48,6 @@ _BUILTIN_PACKAGE = "quiver._importers."
 """Formats defined in this package's modules are built in and stay registered."""
 
 F = TypeVar("F", bound=SpanFormat)
-
-_REGISTRY: dict[str, SpanFormat] = {}
-_FROM_ENTRY_POINTS: set[str] = set()
-_FAILED_ENTRY_POINTS: dict[str, str] = {}
-_entry_points_loaded = False
 
 
 class ImportFormatError(QuiverError):
@@ -79,19 +75,11 @@ def _check_format_class(name: str, cls: Any) -> None:
 
 
 def _register(name: str, cls: type[SpanFormat], *, rename: bool = False) -> None:
-    if not isinstance(name, str) or not name.strip() or name != name.strip():
-        raise ImportFormatError(
-            f"an import format name must be a non-empty string without surrounding spaces; got {name!r}"
-        )
+    FORMATS.check_name(name)
     _check_format_class(name, cls)
-    known = _REGISTRY.get(name)
-    if known is not None:
-        if type(known) is cls:
-            return
-        raise ImportFormatError(
-            f"import format name '{name}' is already registered by {type(known).__module__}."
-            f"{type(known).__qualname__}; {cls.__module__}.{cls.__qualname__} needs another name"
-        )
+    known = FORMATS.find(name)
+    if known is not None and type(known) is cls:
+        return
     if rename or not cls.__dict__.get("name"):
         cls.name = name
     try:
@@ -101,7 +89,7 @@ def _register(name: str, cls: type[SpanFormat], *, rename: bool = False) -> None
             f"import format class {cls.__qualname__} ('{name}') must be built without arguments; "
             f"{cls.__qualname__}() raised {type(exc).__name__}: {exc}"
         ) from exc
-    _REGISTRY[name] = instance
+    FORMATS.add(name, instance, describe=lambda fmt: f"{type(fmt).__module__}.{type(fmt).__qualname__}")
 
 
 def import_format(name: str) -> Callable[[type[F]], type[F]]:
@@ -123,44 +111,27 @@ def import_format(name: str) -> Callable[[type[F]], type[F]]:
     return decorate
 
 
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        before = set(_REGISTRY)
-        try:
-            loaded = ep.load()
-            if isinstance(loaded, type):
-                _register(ep.name, loaded)
-            elif ep.name not in _REGISTRY:
-                raise ImportFormatError(
-                    f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which "
-                    f"registered no import format named '{ep.name}'; it must name a SpanFormat subclass "
-                    "or a module that registers one with @import_format"
-                )
-        except Exception as exc:  # a broken plugin must not hide the other formats
-            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
-        _FROM_ENTRY_POINTS.update(set(_REGISTRY) - before)
+def _adopt(name: str, loaded: Any) -> None:
+    """Register what an entry point named (a class), or say why it is not a format."""
+    if not isinstance(loaded, type):
+        raise ImportFormatError(
+            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no import "
+            f"format named '{name}'; it must name a SpanFormat subclass or a module that registers one with "
+            "@import_format"
+        )
+    _register(name, loaded)
 
 
-
-def _reload_entry_points() -> None:
-    """Forget the formats loaded from entry points and load them again (for tests)."""
-    global _entry_points_loaded
-    for name in _FROM_ENTRY_POINTS:
-        _REGISTRY.pop(name, None)
-    _FROM_ENTRY_POINTS.clear()
-    _FAILED_ENTRY_POINTS.clear()
-    _entry_points_loaded = False
-    _load_entry_points()
+FORMATS: Registry[SpanFormat] = Registry(
+    "import format", "formats", ENTRY_POINT_GROUP, error=ImportFormatError, how="with @quiver.import_format",
+    adopt=_adopt, same=lambda a, b: type(a) is type(b),
+)
+"""Every import format by name (see :class:`quiver._registry.Registry`)."""
 
 
 def registered_formats() -> dict[str, SpanFormat]:
     """Every registered import format by name (sorted), including those from entry points."""
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
+    return FORMATS.items()
 
 
 def get_format(name: str) -> SpanFormat:
@@ -170,17 +141,7 @@ def get_format(name: str) -> SpanFormat:
         ImportFormatError: No format has that name (the message lists the registered
             ones), or the entry point that should provide it failed to load.
     """
-    if name not in _REGISTRY:
-        _load_entry_points()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _FAILED_ENTRY_POINTS:
-        raise ImportFormatError(f"import format '{name}' could not be loaded from {_FAILED_ENTRY_POINTS[name]}")
-    raise ImportFormatError(
-        f"unknown import format {name!r}; the registered formats are {', '.join(sorted(_REGISTRY))} "
-        f"(third-party formats register with @quiver.import_format or in the entry-point group "
-        f"'{ENTRY_POINT_GROUP}')"
-    )
+    return FORMATS.get(name)
 
 
 def unregister_format(name: str) -> SpanFormat:
@@ -192,6 +153,4 @@ def unregister_format(name: str) -> SpanFormat:
     fmt = get_format(name)
     if type(fmt).__module__.startswith(_BUILTIN_PACKAGE):
         raise ImportFormatError(f"import format '{name}' is built in and cannot be unregistered")
-    del _REGISTRY[name]
-    _FROM_ENTRY_POINTS.discard(name)
-    return fmt
+    return FORMATS.remove(name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .base import (
     ENTRY_POINT_GROUP,
+    EXECUTORS,
     DoneFn,
     Executor,
     ReplayContext,
@@ -27,6 +28,7 @@ from .ray import RayExecutor
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EXECUTORS",
     "DoneFn",
     "Executor",
     "ReplayContext",

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -52,17 +53,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
+from quiver._registry import Registry
 from quiver._trace import Trace
 
 __all__ = [
     "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",
-    "registered_executors", "make_executor", "DoneFn", "StopFn", "ENTRY_POINT_GROUP",
+    "registered_executors", "make_executor", "EXECUTORS", "DoneFn", "StopFn", "ENTRY_POINT_GROUP",
 ]
 
 log = logging.getLogger("quiver.executor")
@@ -274,10 +275,29 @@ class Executor(ABC):
 ENTRY_POINT_GROUP = "quiver.executors"
 """The entry-point group third-party executors are published under."""
 
-_REGISTRY: dict[str, type[Executor]] = {}
-_FAILED_ENTRY_POINTS: dict[str, str] = {}
-_entry_points_loaded = False
 E = TypeVar("E", bound=type[Executor])
+
+
+def _adopt(name: str, loaded: Any) -> None:
+    """Register what an entry point named (a class), or say why it is not an executor."""
+    if not isinstance(loaded, type):
+        raise QuiverError(
+            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no "
+            f"executor named '{name}'; it must name an Executor subclass or a module that registers one with "
+            "@executor"
+        )
+    _register(name, loaded)
+
+
+def _builtins() -> None:
+    """Import the built-in executors (``local``, ``ray``), which register themselves."""
+    importlib.import_module("quiver.replay._executors")
+
+
+EXECUTORS: Registry[type[Executor]] = Registry(
+    "executor", "executors", ENTRY_POINT_GROUP, how="with @quiver.replay.executor", adopt=_adopt, builtins=_builtins,
+)
+"""Every executor by name (see :class:`quiver._registry.Registry`)."""
 
 
 def executor(name: str) -> Callable[[E], E]:
@@ -296,40 +316,16 @@ def executor(name: str) -> Callable[[E], E]:
 
 
 def _register(name: str, cls: Any) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise QuiverError(f"an executor name must be a non-empty string; got {name!r}")
+    EXECUTORS.check_name(name)
     if not (isinstance(cls, type) and issubclass(cls, Executor)):
         raise QuiverError(f"executor {name!r} must be a subclass of quiver.replay.Executor; got {cls!r}")
-    known = _REGISTRY.get(name)
-    if known is not None and known is not cls:
-        raise QuiverError(
-            f"executor name {name!r} is already registered by {known.__module__}.{known.__qualname__}; "
-            f"{cls.__module__}.{cls.__qualname__} needs another name"
-        )
+    EXECUTORS.add(name, cls, describe=lambda c: f"{c.__module__}.{c.__qualname__}")
     cls.name = name
-    _REGISTRY[name] = cls
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            loaded = ep.load()
-            if isinstance(loaded, type):
-                _register(ep.name, loaded)
-            elif ep.name not in _REGISTRY:
-                raise QuiverError(f"it registered no executor named {ep.name!r}")
-        except Exception as exc:  # a broken plugin must not hide the other executors
-            _FAILED_ENTRY_POINTS[ep.name] = f"entry point '{ep.name} = {ep.value}': {type(exc).__name__}: {exc}"
 
 
 def registered_executors() -> dict[str, type[Executor]]:
     """Every registered executor by name, those from entry points included."""
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
+    return EXECUTORS.items()
 
 
 def make_executor(name: str, settings: Mapping[str, Any] | None = None) -> Executor:
@@ -339,14 +335,4 @@ def make_executor(name: str, settings: Mapping[str, Any] | None = None) -> Execu
         QuiverError: No executor has that name (the message lists the registered ones), or
             its entry point failed to load.
     """
-    if name not in _REGISTRY:
-        _load_entry_points()
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        if name in _FAILED_ENTRY_POINTS:
-            raise QuiverError(f"executor {name!r} could not be loaded from {_FAILED_ENTRY_POINTS[name]}")
-        raise QuiverError(
-            f"unknown executor {name!r}; the registered executors are {', '.join(sorted(_REGISTRY))} "
-            f"(third-party executors register in the entry-point group '{ENTRY_POINT_GROUP}')"
-        )
-    return cls.from_settings(dict(settings or {}))
+    return EXECUTORS.get(name).from_settings(dict(settings or {}))

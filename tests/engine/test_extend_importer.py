@@ -9,8 +9,6 @@ parents and groups; unregistered, it is gone again.
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,6 @@ from quiver._importers import (
     SpanFormat,
     import_format,
     registered_formats,
-    registry as format_registry,
     unregister_format,
 )
 from quiver._trace import CallKind, ToolStep, Trace
@@ -216,30 +213,6 @@ PLUGIN = """
         def map_call(self, span, attrs, note):
             return MappedCall(output=attrs.get("output"))
 """
-
-
-@pytest.fixture
-def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str, str], None]]:
-    """Install third-party distributions in tmp_path (a module and its dist-info); the
-    entry points are read again the next time a format name is not found."""
-    modules: list[str] = []
-
-    def install(module: str, source: str, entry_points: str) -> None:
-        (tmp_path / "site").mkdir(exist_ok=True)
-        (tmp_path / "site" / f"{module}.py").write_text(textwrap.dedent(source))
-        dist = tmp_path / "site" / f"{module}-0.1.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-        (dist / "entry_points.txt").write_text(entry_points)
-        modules.append(module)
-        monkeypatch.setattr(format_registry, "_entry_points_loaded", False)
-
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    yield install
-    monkeypatch.undo()
-    for module in modules:
-        sys.modules.pop(module, None)
-    format_registry._reload_entry_points()
 
 
 def test_a_third_party_format_comes_in_through_its_entry_point(

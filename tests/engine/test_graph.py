@@ -56,7 +56,7 @@ def test_the_documented_yaml_loads(tmp_path: Path) -> None:
         ("nodes: {a: {}}\nedges: [[a, b]]\n", "g.yaml:1: edges[0]: unknown node 'b'; known nodes: a"),
         ("nodes:\n  a:\n    output: {type: vector}\n",
          "g.yaml:3: nodes.a.output.type: unknown field type 'vector'; the registered types are categorical, bool, "
-         "numeric, set, list, text, mapping, json (a new type registers with quiver.register_kernel"),
+         "numeric, set, list, text, mapping, json (a new one registers with quiver.register_kernel"),
         ("nodes:\n  a:\n    fields: {x: {type: bool, role: routng}}\n", "nodes.a.fields.x.role: Input should be"),
         ("nodes:\n  a:\n    fieldz: {}\n",
          "g.yaml:3: nodes.a.fieldz: unknown key 'fieldz'; valid keys here are: fields, output"),

@@ -382,7 +382,7 @@ def test_a_campaign_spreads_over_a_two_node_ray_cluster(baseline: Path, tmp_path
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (("op: override", "op: squash"), "unknown operator 'squash'; known operators: bool_flip"),
+        (("op: override", "op: squash"), "unknown operator 'squash'; the registered operators are bool_flip"),
         (("node: context_sufficiency", "node: sufficiency"), "unknown node 'sufficiency'"),
         (("params: {set: {sufficient: true}}", "params: {set: {enough: true}}"), "has no field 'enough'"),
         (("id: rewriter-swap", "id: rewriter-swap\n    repeats: -1"), "repeats"),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-import sys
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib.metadata import entry_points as _registry_entry_points
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+import quiver._registry as quiver_registry
 from quiver._graph import NodeSpec
 from quiver.perturbations import (
     ANY_VALUE,
@@ -87,12 +86,13 @@ def test_every_builtin_param_is_documented() -> None:
 
 
 def test_unknown_operator_lists_the_known_names() -> None:
-    with pytest.raises(OperatorError, match=r"unknown operator 'flip'; known operators: bool_flip, categorical_flip"):
+    with pytest.raises(OperatorError,
+                       match=r"unknown operator 'flip'; the registered operators are bool_flip, categorical_flip"):
         get_operator("flip")
 
 
 def test_a_name_taken_by_another_class_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
+    monkeypatch.setattr(_registry.OPERATORS, "_entries", dict(_registry.OPERATORS._entries))
 
     class Again(Operator):
         mode = "output"
@@ -108,7 +108,7 @@ def test_a_name_taken_by_another_class_is_refused(monkeypatch: pytest.MonkeyPatc
 
 
 def test_an_operator_class_must_set_mode_binary_and_params(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
+    monkeypatch.setattr(_registry.OPERATORS, "_entries", dict(_registry.OPERATORS._entries))
 
     class Incomplete(Operator):
         mode = "sideways"  # type: ignore[assignment]
@@ -585,32 +585,11 @@ class Whisper(Operator):
 '''
 
 
-@pytest.fixture
-def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str, str], None]]:
-    """Install third-party distributions in tmp_path (a module and its dist-info)."""
-    modules: list[str] = []
-
-    def install(module: str, source: str, entry_points: str) -> None:
-        (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
-        dist = tmp_path / f"{module}-0.1.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-        (dist / "entry_points.txt").write_text(entry_points)
-        modules.append(module)
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield install
-    monkeypatch.undo()
-    for module in modules:
-        sys.modules.pop(module, None)
-    _registry._reload_entry_points()
-
-
 def test_a_third_party_operator_class_comes_in_through_its_entry_point(
     plugins: Callable[[str, str, str], None],
 ) -> None:
     plugins("thirdparty_ops", SHOUT, "[quiver.operators]\nshout = thirdparty_ops:Shout\n")
-    _registry._reload_entry_points()
+    _registry.OPERATORS.reload_entry_points()
     shout = get_operator("shout")
     assert shout.name == "shout" and "shout" in registered_operators()
     op = make_operator("shout", {"suffix": "?!"})
@@ -623,13 +602,13 @@ def test_a_third_party_operator_class_comes_in_through_its_entry_point(
 
 def test_a_third_party_module_registers_its_operators_on_import(plugins: Callable[[str, str, str], None]) -> None:
     plugins("whisper_ops", WHISPER, "[quiver.operators]\nwhisper = whisper_ops\n")
-    _registry._reload_entry_points()
+    _registry.OPERATORS.reload_entry_points()
     assert make_operator("whisper", None).apply("HeLLo", ctx_for("HeLLo")) == "hello"
 
 
 def test_a_broken_entry_point_is_reported_and_hides_nothing(plugins: Callable[[str, str, str], None]) -> None:
     plugins("thirdparty_ops", SHOUT, "[quiver.operators]\nshout = thirdparty_ops:Shout\nbroken = no_such_module:Op\n")
-    _registry._reload_entry_points()
+    _registry.OPERATORS.reload_entry_points()
     assert get_operator("shout").name == "shout"
     with pytest.raises(OperatorError, match=r"operator 'broken' could not be loaded from entry point "
                                             r"'broken = no_such_module:Op': ModuleNotFoundError"):
@@ -643,8 +622,8 @@ def test_entry_points_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
         reads.append(group)
         return _registry_entry_points(group=group)
 
-    monkeypatch.setattr(_registry, "entry_points", counting)
-    monkeypatch.setattr(_registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(quiver_registry, "entry_points", counting)
+    _registry.OPERATORS.forget_entry_points()
     for _ in range(3):
         with pytest.raises(OperatorError, match="unknown operator 'nope'"):
             get_operator("nope")
