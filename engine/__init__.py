@@ -27,8 +27,9 @@ Where each name lives (one family per private subpackage, see the README's layou
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from quiver._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -66,7 +67,6 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
         "template", "get_template", "Template", "llm", "configure_llm", "LLMClient", "ChatResult", "RetryPolicy",
     ),
 }
-_WHERE = {name: module for module, names in _FAMILIES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
     from quiver._canonical import (
@@ -188,17 +188,6 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         template as template,
         tool_step as tool_step,
     )
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'quiver' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
-
-
-__all__ = [name for names in _FAMILIES.values() for name in names]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _FAMILIES)

@@ -12,7 +12,19 @@ boundary where they are caught, so callers only need to know these classes::
      │    ├── LLMRequestError  the endpoint refused the request (4xx other than 429)
      │    └── LLMUnavailable   retries exhausted on 429 / 5xx / timeouts / malformed bodies
      ├── SimulatorError        the bundled simulator could not start or was misconfigured
-     └── PipelineError         a user pipeline could not be loaded or called
+     │    └── SimRequestError        a request the simulator cannot answer (quiver.replay._sim)
+     ├── PipelineError         a user pipeline could not be loaded or called
+     │
+     │   defined beside the code that raises them:
+     ├── FieldTypeError        a value of the wrong kind for its field type (quiver._distance)
+     ├── KernelError           a field type that cannot be registered or found (quiver._distance)
+     ├── EmbeddingError        an embedding model that cannot load or run (quiver._distance)
+     ├── NoPairsError          a corpus with no input group of two traces (quiver._stats)
+     ├── ImportFormatError     an import format that cannot be registered or found (quiver._importers)
+     ├── CampaignFormatError   a campaign.json or pair row that cannot be read back (quiver._interventional)
+     ├── UnknownPerturbationError  no perturbation of that id in a campaign (quiver._interventional)
+     ├── OperatorError         an operator that cannot be built or applied (quiver.perturbations)
+     └── ReplayError           a replay that cannot be set up (quiver.replay)
 
 Messages follow one pattern: what was wrong, where, and what would be right.
 """

@@ -9,8 +9,9 @@ only the public API.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from quiver._lazy import lazy_exports
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "._config": ("RecordSpec", "CampaignSpec", "PerturbationSpec", "LLMSpec", "SimulatorSpec"),
@@ -18,7 +19,6 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "._gate": ("GateResult", "run_gate", "parse_candidates"),
     "._cli": ("main", "build_parser", "run_record", "RecordOverrides"),
 }
-_EXPORTS = {name: module for module, names in _FAMILIES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
     from quiver.experiments._campaign import (
@@ -46,17 +46,6 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         parse_candidates as parse_candidates,
         run_gate as run_gate,
     )
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'quiver.experiments' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
-
-
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _FAMILIES)

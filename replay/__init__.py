@@ -17,8 +17,9 @@ uses), ``_llm`` (the client), ``_keys`` (every sample key and seed), ``_pipeline
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from quiver._lazy import lazy_exports
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "._executors": (
@@ -50,7 +51,6 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "quiver._trace": ("Divergence", "FieldDiff", "TargetReport"),
     "quiver._interventional": ("PairResult", "pair_results"),
 }
-_EXPORTS = {name: module for module, names in _FAMILIES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
     from quiver._interventional import (
@@ -147,17 +147,6 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         sim_model as sim_model,
         sim_model_names as sim_model_names,
     )
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'quiver.replay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
-
-
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _FAMILIES)

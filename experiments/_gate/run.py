@@ -10,32 +10,11 @@ QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
    the node renders it) and *current* (the current template: the node's own noise
    floor). The arms have their own sample keys (``gate:TEMPLATE_ID:candidate`` and
    ``...:current``).
-4. **Measures**, from each replay's pair with its recorded baseline: d_i, the node
-   distance of the changed node (and each of its fields' distances, which show what
-   the change moved, e.g. only an observability field, whose role weight is 0); the
-   D_shape and D_iter > 0 indicators; the distance of every downstream node. Per arm
-   the mean (rate) over probes with the 95% interval of a
-   bootstrap over probe inputs; and candidate minus current, paired replay by replay
-   (same probe, same repeat), with the same resamples.
-5. **Verdict** (``fail``, exit 1) when
-   * d_i (the candidate arm's mean) exceeds the changed node's beta_shape: the
-     interventional ``value`` of the last campaign (the smallest over that node's
-     perturbations with one), else the observational beta_shape when the node is a
-     bifurcation source (§7), else no threshold applies (said in the report); or
-   * the lower end of the 95% interval of (candidate - current) D_shape or D_iter rate
-     is above 0.
-   Otherwise ``pass`` (exit 0) with the nodes to re-evaluate.
-6. **Re-evaluate** (the impact set, §9), an engine choice where the paper is open: when
-   the candidate's d_i does not exceed the current template's by more than the analysis'
-   epsilon (the lower end of the interval of the difference is not above epsilon, the
-   smallest distance the engine counts as a change, QUIVER.md §13) the change is within
-   the node's own noise and nothing is listed; otherwise every node of the profile's impact set at ``alpha``
-   (a path with sigma(p) > alpha), every direct successor whose drift budget
-   tau_ij@alpha is below d_i, and every loop-body node whose beta_shape is below d_i.
-   Downstream nodes whose measured distance rose (interval of the difference above
-   epsilon) are listed too, as measured. Without the epsilon margin, a rewording whose
-   rewrites move by 0.003 on average (+0.0026 [+0.0008, +0.0045] over 100 pairs) was
-   "out of noise" and listed the rewriter's whole impact set.
+4. **Measures, verdict and what to re-evaluate**, from each replay's pair with its
+   recorded baseline: see :mod:`quiver._interventional.gate` (d_i and its fields, the
+   D_shape and D_iter rates and every downstream node's distance, per arm and paired;
+   ``fail``, exit 1, when d_i exceeds the node's beta_shape or a rate rises; otherwise
+   ``pass``, exit 0, with the impact set).
 
 The profile: ``--profile RUN_DIR`` (a ``quiver run`` folder: ``observational/profile.json``,
 ``campaign.json``, and its ``baseline/`` when the spec records one), else the spec's

@@ -27,7 +27,6 @@ instrumented pipeline runs unchanged in production.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
@@ -41,6 +40,8 @@ from quiver._canonical import content_hash, to_jsonable
 from quiver._errors import InstrumentationError
 
 if TYPE_CHECKING:  # the graph and the trace model load when a recording or a declaration needs them
+    import asyncio
+
     from quiver._graph import NodeSpec as GraphNode, PipelineGraph
     from quiver._trace import CallKind, RetrievalDoc
 
@@ -559,10 +560,14 @@ async def gather(*aws: Awaitable[Any], return_exceptions: bool = False) -> list[
     awaiting something else.
     """
     tasks = [_task_in(_branch_context(), aw) for aw in aws]
+    import asyncio  # loaded by the pipeline that awaits this, not by `import quiver`
+
     return list(await asyncio.gather(*tasks, return_exceptions=return_exceptions))
 
 
 def _task_in(ctx: contextvars.Context, aw: Awaitable[Any]) -> asyncio.Task[Any]:
+    import asyncio
+
     return asyncio.get_running_loop().create_task(_await(aw), context=ctx)
 
 
