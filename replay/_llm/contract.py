@@ -76,12 +76,13 @@ def build_prompt(template: str | Template | None, messages: Any, variables: Mapp
             )
         return PromptInfo.model_validate({"assembled": [m if isinstance(m, dict) else dict(m) for m in messages]})
     resolved = get_template(template.id if isinstance(template, Template) else template)
-    for name in extra:
-        hint = _did_you_mean(name)
+    used = set(resolved.variables) if extra else set()
+    for name in (n for n in extra if n not in used):
         # A variable the template does not use is allowed (a prompt variant swapped in by
         # a replay may use fewer than the template it replaces), unless it reads like a
         # misspelt request parameter, which would otherwise be dropped without a word.
-        if hint and name not in resolved.variables:
+        hint = _did_you_mean(name)
+        if hint:
             raise InstrumentationError(
                 f"chat({resolved.id!r}) got the keyword {name!r}, which is neither a variable of the template "
                 f"({', '.join(resolved.variables) or 'none'}) nor a request parameter{hint}"
