@@ -18,15 +18,39 @@ checks of what may be registered; this is what they share:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
 from quiver._errors import QuiverError
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "qualified_name", "adopt_class"]
 
 T = TypeVar("T")
+
+
+def qualified_name(entry: object) -> str:
+    """``module.QualName`` of a class or function, else of the object's class: how an
+    entry is named in a clash."""
+    named = entry if isinstance(entry, type) or callable(entry) and hasattr(entry, "__qualname__") else type(entry)
+    return f"{getattr(named, '__module__', '?')}.{getattr(named, '__qualname__', repr(named))}"
+
+
+def adopt_class(register: Callable[[str, type[Any]], None], error: type[QuiverError], what: str, base: str,
+                decorator: str) -> Callable[[str, Any], None]:
+    """An ``adopt`` for registries of classes: an entry point that names a class registers
+    it under the entry point's name; anything else is an ``error`` that says what it must
+    name (``base``: "an Operator subclass"; ``decorator``: "@operator")."""
+
+    def adopt(name: str, loaded: Any) -> None:
+        if not isinstance(loaded, type):
+            raise error(
+                f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no "
+                f"{what} named '{name}'; it must name {base} or a module that registers one with {decorator}"
+            )
+        register(name, loaded)
+
+    return adopt
 
 
 class Registry(Generic[T]):
@@ -82,7 +106,7 @@ class Registry(Generic[T]):
             raise self.error(f"a {self.what} name must be a non-empty string without surrounding spaces; got {name!r}")
         return name
 
-    def add(self, name: str, entry: T, *, describe: Callable[[T], str] = repr) -> bool:
+    def add(self, name: str, entry: T, *, describe: Callable[[T], str] = qualified_name) -> bool:
         """Register ``entry`` as ``name``; False when that very entry is there already.
 
         Raises:
@@ -137,10 +161,6 @@ class Registry(Generic[T]):
         lookups made once per value)."""
         return self._entries.get(name)
 
-    def __contains__(self, name: object) -> bool:
-        self.load_entry_points()
-        return name in self._entries
-
     def names(self) -> list[str]:
         """The registered names (entry points loaded), sorted or in registration order."""
         return list(self.items())
@@ -149,14 +169,6 @@ class Registry(Generic[T]):
         """Every entry by name (entry points loaded), sorted or in registration order."""
         self.load_entry_points()
         return dict(sorted(self._entries.items())) if self.sort else dict(self._entries)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def failed(self) -> dict[str, str]:
-        """Entry points that failed to load: name -> what went wrong."""
-        self.load_entry_points()
-        return dict(self._failed)
 
     # -- entry points --------------------------------------------------------------------
     def load_entry_points(self) -> None:

@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec
-from quiver._registry import Registry
+from quiver._registry import Registry, adopt_class
 
 if TYPE_CHECKING:
     from quiver.perturbations._templates import TemplateRef
@@ -237,20 +237,10 @@ class Operator(ABC):
 
 # --------------------------------------------------------------------------- registry
 
-def _adopt(name: str, loaded: Any) -> None:
-    """Register what an entry point named (a class), or say why it is not an operator."""
-    if not isinstance(loaded, type):
-        raise OperatorError(
-            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no "
-            f"operator named '{name}'; it must name an Operator subclass or a module that registers one with "
-            "@operator"
-        )
-    _register(name, loaded)
-
-
 OPERATORS: Registry[type[Operator]] = Registry(
     "operator", "operators", ENTRY_POINT_GROUP, error=OperatorError, how="with @quiver.perturbations.operator",
-    adopt=_adopt,
+    adopt=adopt_class(lambda name, cls: _register(name, cls), OperatorError, "operator", "an Operator subclass",
+                      "@operator"),
 )
 """Every operator by name (see :class:`quiver._registry.Registry`)."""
 
@@ -270,14 +260,10 @@ def _check_operator_class(name: str, cls: Any) -> None:
         raise OperatorError(f"operator class {cls.__qualname__} ('{name}') must set {'; '.join(problems)}")
 
 
-def _qualified(cls: type[Operator]) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _register(name: str, cls: type[Operator], *, rename: bool = False) -> None:
     OPERATORS.check_name(name)
     _check_operator_class(name, cls)
-    OPERATORS.add(name, cls, describe=_qualified)
+    OPERATORS.add(name, cls)
     if rename or not cls.__dict__.get("name"):
         cls.name = name
 

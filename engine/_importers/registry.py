@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from quiver._errors import QuiverError
-from quiver._registry import Registry
+from quiver._registry import Registry, adopt_class
 
 from .common import SpanFormat
 
@@ -89,7 +89,7 @@ def _register(name: str, cls: type[SpanFormat], *, rename: bool = False) -> None
             f"import format class {cls.__qualname__} ('{name}') must be built without arguments; "
             f"{cls.__qualname__}() raised {type(exc).__name__}: {exc}"
         ) from exc
-    FORMATS.add(name, instance, describe=lambda fmt: f"{type(fmt).__module__}.{type(fmt).__qualname__}")
+    FORMATS.add(name, instance)
 
 
 def import_format(name: str) -> Callable[[type[F]], type[F]]:
@@ -111,20 +111,11 @@ def import_format(name: str) -> Callable[[type[F]], type[F]]:
     return decorate
 
 
-def _adopt(name: str, loaded: Any) -> None:
-    """Register what an entry point named (a class), or say why it is not a format."""
-    if not isinstance(loaded, type):
-        raise ImportFormatError(
-            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no import "
-            f"format named '{name}'; it must name a SpanFormat subclass or a module that registers one with "
-            "@import_format"
-        )
-    _register(name, loaded)
-
-
 FORMATS: Registry[SpanFormat] = Registry(
     "import format", "formats", ENTRY_POINT_GROUP, error=ImportFormatError, how="with @quiver.import_format",
-    adopt=_adopt, same=lambda a, b: type(a) is type(b),
+    adopt=adopt_class(lambda name, cls: _register(name, cls), ImportFormatError, "import format",
+                      "a SpanFormat subclass", "@import_format"),
+    same=lambda a, b: type(a) is type(b),
 )
 """Every import format by name (see :class:`quiver._registry.Registry`)."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_CANNOT_RUN", "EXIT_INTERRUPTED", "LazyChoices"]
@@ -43,9 +43,3 @@ class LazyChoices:
 
     def __repr__(self) -> str:
         return ", ".join(self._list())
-
-
-def choices_text(names: Iterable[str]) -> str:
-    """``a, b or c``."""
-    items = list(names)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]

@@ -161,11 +161,13 @@ class ExecutorSpec(_Spec):
     @field_validator("kind")
     @classmethod
     def _registered(cls, value: str) -> str:
-        from quiver.replay import registered_executors
+        from quiver._errors import QuiverError
+        from quiver.replay._executors import EXECUTORS
 
-        known = registered_executors()
-        if value not in known:
-            raise ValueError(f"unknown executor {value!r}; the registered executors are {', '.join(known)}")
+        try:
+            EXECUTORS.get(value)
+        except QuiverError as exc:  # the registry's message: the registered names, how to add one
+            raise ValueError(str(exc)) from None
         return value
 
 

@@ -58,12 +58,14 @@ class _FieldParams(OperatorParams):
     null for the whole output."""
 
 
-def _field_touched(params: _FieldParams, value: Any = ANY_VALUE) -> list[FieldTouch]:
-    """The one field an operator on ``params.field`` changes (none for the whole output)."""
-    return [FieldTouch(params.field, value)] if params.field else []
+class _FieldOperator(Operator):
+    """An operator on one field of the output (``params.field``; none: the whole output)."""
 
+    params: _FieldParams
 
-# --------------------------------------------------------------------------- override
+    def fields_touched(self) -> list[FieldTouch]:
+        """The field it edits, its new value not known until it runs."""
+        return [FieldTouch(self.params.field)] if self.params.field else []
 
 
 class OverrideParams(OperatorParams):
@@ -146,17 +148,13 @@ class BoolFlipParams(_FieldParams):
 
 
 @operator("bool_flip")
-class BoolFlip(Operator):
+class BoolFlip(_FieldOperator):
     """Negate a boolean field."""
 
     mode = "output"
     binary = True
     Params = BoolFlipParams
     params: BoolFlipParams
-
-    def fields_touched(self) -> list[FieldTouch]:
-        """The flipped field."""
-        return _field_touched(self.params)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the field negated; the field must be a bool."""
@@ -199,7 +197,7 @@ class CategoricalFlipParams(_FieldParams):
 
 
 @operator("categorical_flip")
-class CategoricalFlip(Operator):
+class CategoricalFlip(_FieldOperator):
     """Flip a categorical field to another class (QUIVER.md §11: the next-most-likely)."""
 
     mode = "output"
@@ -210,7 +208,9 @@ class CategoricalFlip(Operator):
     def fields_touched(self) -> list[FieldTouch]:
         """The flipped field, with ``to`` when it is given (its other strategies pick the
         class when they run)."""
-        return _field_touched(self.params, self.params.to if self.params.to is not None else ANY_VALUE)
+        if not self.params.field:
+            return []
+        return [FieldTouch(self.params.field, self.params.to if self.params.to is not None else ANY_VALUE)]
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the field set to the class the strategy chooses."""
@@ -284,17 +284,13 @@ class ListEditParams(_FieldParams):
 
 
 @operator("list_edit")
-class ListEdit(Operator):
+class ListEdit(_FieldOperator):
     """Remove, reorder, add or truncate list elements; random choices use ``ctx.rng``."""
 
     mode = "output"
     binary = False
     Params = ListEditParams
     params: ListEditParams
-
-    def fields_touched(self) -> list[FieldTouch]:
-        """The edited list field."""
-        return _field_touched(self.params)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the list edited; the field must be a list."""
@@ -381,17 +377,13 @@ class TextEditParams(_FieldParams):
 
 
 @operator("text_edit")
-class TextEdit(Operator):
+class TextEdit(_FieldOperator):
     """Add or remove keywords, or paraphrase a text field."""
 
     mode = "output"
     binary = False
     Params = TextEditParams
     params: TextEditParams
-
-    def fields_touched(self) -> list[FieldTouch]:
-        """The edited text field."""
-        return _field_touched(self.params)
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the text edited; the field must be a string."""

@@ -58,7 +58,7 @@ from typing import Any, ClassVar, TypeVar
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._registry import Registry
+from quiver._registry import Registry, adopt_class
 from quiver._trace import Trace
 
 __all__ = [
@@ -278,24 +278,15 @@ ENTRY_POINT_GROUP = "quiver.executors"
 E = TypeVar("E", bound=type[Executor])
 
 
-def _adopt(name: str, loaded: Any) -> None:
-    """Register what an entry point named (a class), or say why it is not an executor."""
-    if not isinstance(loaded, type):
-        raise QuiverError(
-            f"it loaded {type(loaded).__name__} {getattr(loaded, '__name__', loaded)!r}, which registered no "
-            f"executor named '{name}'; it must name an Executor subclass or a module that registers one with "
-            "@executor"
-        )
-    _register(name, loaded)
-
-
 def _builtins() -> None:
     """Import the built-in executors (``local``, ``ray``), which register themselves."""
     importlib.import_module("quiver.replay._executors")
 
 
 EXECUTORS: Registry[type[Executor]] = Registry(
-    "executor", "executors", ENTRY_POINT_GROUP, how="with @quiver.replay.executor", adopt=_adopt, builtins=_builtins,
+    "executor", "executors", ENTRY_POINT_GROUP, how="with @quiver.replay.executor", builtins=_builtins,
+    adopt=adopt_class(lambda name, cls: _register(name, cls), QuiverError, "executor", "an Executor subclass",
+                      "@executor"),
 )
 """Every executor by name (see :class:`quiver._registry.Registry`)."""
 
@@ -319,7 +310,7 @@ def _register(name: str, cls: Any) -> None:
     EXECUTORS.check_name(name)
     if not (isinstance(cls, type) and issubclass(cls, Executor)):
         raise QuiverError(f"executor {name!r} must be a subclass of quiver.replay.Executor; got {cls!r}")
-    EXECUTORS.add(name, cls, describe=lambda c: f"{c.__module__}.{c.__qualname__}")
+    EXECUTORS.add(name, cls)
     cls.name = name
 
 

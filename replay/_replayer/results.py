@@ -11,10 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from quiver._errors import QuiverError
 from quiver._trace import Divergence, TargetReport, Trace
 
-__all__ = [
-    "DIMENSIONS", "ReplayMode", "Target", "TargetReport", "ReplayResult", "ReplayError",
-    "Dimension"
-]
+__all__ = ["DIMENSIONS", "Dimension", "ReplayMode", "Target", "ReplayResult", "ReplayError"]
 
 Dimension = Literal["model", "prompt", "retrieval", "tools"]
 DIMENSIONS: tuple[Dimension, ...] = ("model", "prompt", "retrieval", "tools")
