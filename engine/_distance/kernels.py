@@ -59,7 +59,7 @@ from quiver._canonical import canonical_json, to_jsonable
 from quiver._errors import QuiverError
 from quiver._graph import FieldSpec, NodeSpec, infer_field
 
-from .registry import KernelError, TextDistance, get_kernel, register_kernel
+from .registry import KERNELS, KernelError, TextDistance, get_kernel, register_kernel
 
 __all__ = [
     "TextDistance",
@@ -131,7 +131,7 @@ def value_distance(spec: FieldSpec, a: Any, b: Any, text: TextDistance) -> float
 
 
 def output_distance(
-    node: NodeSpec, a: Any, b: Any, text: TextDistance
+    node: NodeSpec, a: Any, b: Any, text: TextDistance, *, memo: dict[Any, float | None] | None = None
 ) -> tuple[float, dict[str, float]]:
     """The distance of two outputs of one node, and its per-field distances.
 
@@ -148,6 +148,10 @@ def output_distance(
         a: One output.
         b: The other output.
         text: The text distance.
+        memo: A dict kept across calls for the outputs of this one node: field
+            distances of scalar values (str, int, float, bool, None, or absent) are
+            looked up there before their kernel runs, and stored. Exact: a field's
+            distance is a function of its spec, its two values and ``text``.
 
     Returns:
         ``(distance, per_field)``; ``per_field`` has every declared field that is
@@ -165,11 +169,31 @@ def output_distance(
     per_field: dict[str, float] = {}
     weights: dict[str, float] = {}
     for name, spec in node.fields.items():
-        field_d = _present_distance(spec, side_a, side_b, name, text, name)
+        field_d: float | None
+        if memo is None:
+            field_d = _present_distance(spec, side_a, side_b, name, text, name)
+        else:
+            va, vb = side_a.get(name, _ABSENT), side_b.get(name, _ABSENT)
+            if type(va) in _MEMO_TYPES and type(vb) in _MEMO_TYPES:
+                key = (name, type(va), va, type(vb), vb)  # the types keep 1, 1.0 and True apart
+                field_d = memo.get(key, _MISSING)
+                if field_d is _MISSING:
+                    field_d = memo[key] = _present_distance(spec, side_a, side_b, name, text, name)
+            else:
+                field_d = _present_distance(spec, side_a, side_b, name, text, name)
         if field_d is not None:
             per_field[name] = field_d
             weights[name] = spec.effective_weight
     return _weighted_mean(per_field, weights), per_field
+
+
+class _Absent:
+    """A field missing from an output (a memo key part)."""
+
+
+_ABSENT = _Absent()
+_MISSING: Any = object()
+_MEMO_TYPES = frozenset({str, int, float, bool, type(None), _Absent})
 
 
 def texts_to_compare(node: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
@@ -213,7 +237,7 @@ def _value(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None
     """The kernel of ``spec.type`` on two values, ``None`` meaning "no value" (QUIVER.md §2)."""
     if a is None or b is None:
         return 0.0 if a is None and b is None else 1.0
-    kernel = get_kernel(spec.type)
+    kernel = KERNELS.find(spec.type) or get_kernel(spec.type)  # find: the fast path, once per value
     if kernel.uses_text:
         d = kernel.fn(spec, a, b, text, path)
     else:
@@ -265,11 +289,14 @@ def _check(ok: bool, spec_type: str, value: Any, path: str | None) -> None:
 
 
 def _is_number(x: Any) -> bool:
+    kind = type(x)
+    if kind is int or kind is float:  # the common case, without the ABC check
+        return True
     return isinstance(x, numbers.Real) and not isinstance(x, bool)  # NumPy bools are not Real
 
 
 def _is_bool(x: Any) -> bool:
-    return isinstance(x, bool) or _is_numpy_bool(x)
+    return x is True or x is False or _is_numpy_bool(x)
 
 
 def _is_numpy_bool(x: Any) -> bool:
@@ -278,7 +305,7 @@ def _is_numpy_bool(x: Any) -> bool:
 
 
 def _is_scalar(x: Any) -> bool:
-    return isinstance(x, (str, bool, numbers.Real)) or _is_numpy_bool(x)
+    return type(x) in _SCALARS or isinstance(x, (str, bool, numbers.Real)) or _is_numpy_bool(x)
 
 
 def _is_collection(x: Any) -> bool:

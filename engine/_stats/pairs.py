@@ -149,7 +149,7 @@ def build_pairs(
             "repeats of the same input; record with repeats >= 2, or group traces by a shared input_id"
         )
     nodes = [n for n in graph.topological_order() if n in graph.nodes]
-    comparisons = sorted(_unique_comparisons(pair_list, nodes))
+    comparisons = _unique_comparisons(pair_list, nodes)
     parsed = _Parsed()
     _check_types(indexed, nodes, graph, parsed)
     distance = text(_texts_needed(comparisons, graph, parsed))
@@ -187,14 +187,20 @@ def _check_types(indexed: dict[str, list[_Indexed]], nodes: list[str], graph: Pi
                         raise
 
 
-def _unique_comparisons(pair_list: list[tuple[str, _Indexed, _Indexed]], nodes: list[str]) -> set[tuple[str, str, str]]:
-    out: set[tuple[str, str, str]] = set()
+def _unique_comparisons(
+    pair_list: list[tuple[str, _Indexed, _Indexed]], nodes: list[str]
+) -> list[tuple[str, str, str]]:
+    """Every distinct (node, output, other output) the pairs compare, the two outputs in
+    sorted order, listed in the order the pairs first need them (deterministic: the
+    texts to embed are gathered in this order)."""
+    out: dict[tuple[str, str, str], None] = {}
+    none: list[str] = []
     for _, a, b in pair_list:
         for node in nodes:
-            for x, y in zip(a.outputs.get(node, []), b.outputs.get(node, []), strict=False):
+            for x, y in zip(a.outputs.get(node, none), b.outputs.get(node, none), strict=False):
                 if x != y:
-                    out.add((node, *sorted((x, y))))  # type: ignore[arg-type]
-    return out
+                    out[(node, x, y) if x < y else (node, y, x)] = None
+    return list(out)
 
 
 def _texts_needed(comparisons: list[tuple[str, str, str]], graph: PipelineGraph, parsed: _Parsed) -> list[str]:
@@ -241,10 +247,11 @@ def _compare_all(
 ) -> dict[tuple[str, str, str], tuple[float, dict[str, float]]]:
     results = {}
     total = len(comparisons)
+    memos: dict[str, dict[Any, float | None]] = {node: {} for node in graph.nodes}  # field distances of scalars
     for i, key in enumerate(comparisons):
         node, x, y = key
         try:
-            results[key] = output_distance(graph.nodes[node], parsed[x], parsed[y], distance)
+            results[key] = output_distance(graph.nodes[node], parsed[x], parsed[y], distance, memo=memos[node])
         except QuiverError as exc:
             exc.args = (f"node {node!r}: {exc}",)  # say which node, keep the error's type
             raise
@@ -275,19 +282,21 @@ def _fill(
     d_struct = np.zeros(p, dtype=bool)
     gindex = {g: i for i, g in enumerate(group_names)}
     group = np.array([gindex[g] for g, _, _ in pair_list], dtype=np.int64)
+    columns = [(col, node, _field_names(graph.nodes[node]), fields[node]) for col, node in enumerate(nodes)]
+    none: list[str] = []
     for row, (_, a, b) in enumerate(pair_list):
         d_shape[row] = a.decisions != b.decisions
-        d_struct[row] = set(a.outputs) != set(b.outputs)
-        d_iter[row] = sum(abs(len(a.outputs.get(k, [])) - len(b.outputs.get(k, [])))
-                          for k in set(a.outputs) | set(b.outputs))
-        for col, node in enumerate(nodes):
-            xs, ys = a.outputs.get(node, []), b.outputs.get(node, [])
+        ran_a, ran_b = a.outputs.keys(), b.outputs.keys()
+        d_struct[row] = ran_a != ran_b
+        d_iter[row] = sum(abs(len(a.outputs.get(k, none)) - len(b.outputs.get(k, none))) for k in ran_a | ran_b)
+        for col, node, names, columns_of in columns:
+            xs, ys = a.outputs.get(node, none), b.outputs.get(node, none)
             counts[row, col] = (len(xs), len(ys))
             if xs or ys:
-                total, per_field = _node_distance(node, xs, ys, results, _field_names(graph.nodes[node]))
+                total, per_field = _node_distance(node, xs, ys, results, names)
                 d[row, col] = total
                 for f, v in per_field.items():
-                    fields[node][f][row] = v
+                    columns_of[f][row] = v
     return PairTable(
         nodes=nodes, groups=group_names, group=group,
         trace_ids=[(a.trace_id, b.trace_id) for _, a, b in pair_list], d=d, fields=fields,
@@ -303,6 +312,11 @@ def _node_distance(
     names: list[str],
 ) -> tuple[float, dict[str, float]]:
     """QUIVER.md §6 [engine]: mean over aligned occurrences, a call in one trace only = 1."""
+    if len(xs) == 1 and len(ys) == 1:  # one call on each side: the common case, without the lists
+        x, y = xs[0], ys[0]
+        if x == y:
+            return 0.0, {f: 0.0 for f in _present(x, tuple(names))}
+        return results[(node, x, y) if x < y else (node, y, x)]
     totals: list[float] = []
     per_field: dict[str, list[float]] = {f: [] for f in names}
     for k in range(max(len(xs), len(ys))):
