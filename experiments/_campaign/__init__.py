@@ -12,7 +12,7 @@ from __future__ import annotations
 from .checks import check_spec
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger
-from .results import PAIR_CHUNK, pair_rows, write_results, write_summary
+from .results import PAIR_CHUNK, Pairer, write_results, write_summary
 from .run import CampaignResult, CampaignRun, run_campaign
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "select_traces",
     "Ledger",
     "PAIR_CHUNK",
-    "pair_rows",
+    "Pairer",
     "write_results",
     "write_summary",
     "CampaignResult",

@@ -11,7 +11,8 @@ second write of the same job is ignored, never duplicated.
 
 Pair rows (distances, strata, divergence indicators) are not stored: they are a pure
 function of the baseline, the replay and the embedding model, computed from the ledger
-once every job is in it (see :mod:`quiver.experiments._campaign`).
+block by block, in job order, as the blocks fill (see
+:mod:`quiver.experiments._campaign.results`).
 """
 
 from __future__ import annotations
@@ -109,6 +110,14 @@ class Ledger:
             for _seq, job_id, text in found:
                 yield job_id, json.loads(text)
             last = found[-1][0]
+
+    def replays_between(self, first: int, last: int) -> list[tuple[str, dict[str, Any]]]:
+        """The committed ``(job_id, data)`` whose seq is in ``[first, last]``, in job order."""
+        with self._lock:
+            found = list(self._db.execute(
+                "SELECT job_id, data FROM replays WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)
+            ))
+        return [(job_id, json.loads(text)) for job_id, text in found]
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

@@ -1,16 +1,19 @@
-"""A finished campaign's results: pair rows from the ledger, then ``pairs.jsonl``,
+"""A campaign's results: pair rows formed while the replays run, then ``pairs.jsonl``,
 ``replays.jsonl``, ``campaign.json``, ``report.md`` and ``summary.json``.
 
-Pairs are computed once every job is in the ledger: the replays are read back in job
-order and turned into pair rows ``PAIR_CHUNK`` at a time (one embedding pass over each
-chunk's new texts), so every executor and every resumed run gets the same batches and
-the same numbers.
+Jobs are cut, in job order, into blocks of ``PAIR_CHUNK``. A :class:`Pairer` thread
+turns each block into pair rows as soon as its last replay is in the ledger (one
+embedding pass over the block's new texts), block after block, while the executor goes
+on with later jobs; when the last replay is committed only the blocks still open are
+left to pair. The blocks, their order and each block's embedding pass are the same on
+every executor, in any order of completion and after a resume, so the numbers are too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,73 +34,158 @@ from .ledger import Ledger
 if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
 
-__all__ = ["PAIR_CHUNK", "pair_rows", "write_results", "write_summary"]
+__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "write_summary"]
 
 PAIR_CHUNK = 256
 """Replays turned into pair rows per ``pair_results`` call (one embedding pass over
-their new texts), in job order: the same batches on every executor and after a resume."""
+their new texts), in job order: the same blocks on every executor and after a resume."""
 
 
-def pair_rows(run: CampaignRun, ledger: Ledger, traces: list[Trace], graph: PipelineGraph,
-              jobs: list[ReplayJob], steps: dict[str, int]) -> list[PairRow]:
-    """Every job's pair row, in job order, from the ledger; writes ``replays.jsonl`` on the way."""
-    spec, out = run.spec, run.out
-    jobs_by_id = {j.job_id: j for j in jobs}
-    by_id = {t.trace_id: t for t in traces}
-    store = run.embedding_store()
-    progress = Progress("pairs", len(jobs), stream=run.stream)
-    rows: list[PairRow] = []
+class Pairer(threading.Thread):
+    """Pair rows of a campaign's jobs, formed block by block as the ledger fills.
 
-    def pair_chunk(chunk: list[tuple[str, dict[str, Any]]], writer: TraceWriter) -> None:
+    :meth:`committed` tells it which jobs are in the ledger (the jobs a resumed run
+    found there count from the start); the thread pairs block ``k`` once every job of
+    blocks ``0..k`` is committed, reading the block back from the ledger, and appends
+    the block's replays to ``replays.jsonl.tmp``. :meth:`finish` waits for the last
+    block and returns every row in job order; :meth:`abandon` stops it (a campaign that
+    did not finish: a resume pairs again from the ledger). An error here (an embedding
+    model that fails, a ledger row of another spec) stops the campaign: :attr:`failed`,
+    raised again by :meth:`finish`.
+
+    Args:
+        run: The campaign (its spec, output folder, embedding store and stream).
+        ledger: The campaign's ledger.
+        traces: The baseline traces.
+        graph: The baseline's graph.
+        jobs: Every job, in job order.
+        steps: Job id -> ladder step.
+        done: Job ids already in the ledger.
+        on_paired: Called with the number of replays of each block paired while the
+            executor runs (for the progress line).
+    """
+
+    def __init__(self, run: CampaignRun, ledger: Ledger, traces: list[Trace], graph: PipelineGraph,
+                 jobs: list[ReplayJob], steps: dict[str, int], done: set[str],
+                 on_paired: Any = None) -> None:
+        super().__init__(name="quiver-pairs", daemon=True)
+        self.run_, self.ledger, self.graph, self.steps = run, ledger, graph, steps
+        self.jobs_by_id = {j.job_id: j for j in jobs}
+        self.by_id = {t.trace_id: t for t in traces}
+        ordered = sorted(jobs, key=lambda j: j.seq)
+        self.blocks = [ordered[i:i + PAIR_CHUNK] for i in range(0, len(ordered), PAIR_CHUNK)]
+        self._block_of = {j.job_id: k for k, block in enumerate(self.blocks) for j in block}
+        self._open = [len(block) for block in self.blocks]
+        for job_id in done:
+            if job_id in self._block_of:
+                self._open[self._block_of[job_id]] -= 1
+        self.rows: list[PairRow] = []
+        self.paired_blocks = 0
+        self.error: BaseException | None = None
+        self.on_paired = on_paired
+        self._cond = threading.Condition()
+        self._abandoned = False
+        self._progress: Progress | None = None
+
+    # -- what the campaign calls -----------------------------------------------------
+    def committed(self, job_id: str) -> None:
+        """``job_id`` is in the ledger."""
+        with self._cond:
+            k = self._block_of[job_id]
+            self._open[k] -= 1
+            if self._open[k] == 0:
+                self._cond.notify_all()
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def finish(self) -> list[PairRow]:
+        """Every job's pair row, in job order, once the last block is paired (with a
+        progress line for the blocks left after the replays); ``replays.jsonl`` in place."""
+        left = sum(len(b) for b in self.blocks[self.paired_blocks:])
+        self._progress = Progress("pairs", left, stream=self.run_.stream) if left else None
+        try:
+            self.join()
+        finally:
+            if self._progress is not None:
+                self._progress.close()
+        if self.error is not None:
+            raise self.error
+        out = self.run_.out
+        os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
+        return self.rows
+
+    def abandon(self) -> None:
+        """Stop pairing (the campaign did not finish) and wait for the thread."""
+        with self._cond:
+            self._abandoned = True
+            self._cond.notify_all()
+        if self.is_alive():
+            self.join()
+
+    # -- the thread ------------------------------------------------------------------
+    def run(self) -> None:
+        store = self.run_.embedding_store()
+        try:
+            with TraceWriter(self.run_.out / "replays.jsonl.tmp") as writer:
+                for k, block in enumerate(self.blocks):
+                    with self._cond:
+                        while self._open[k] > 0 and not self._abandoned:
+                            self._cond.wait()
+                        if self._abandoned:
+                            return
+                    found = self.ledger.replays_between(block[0].seq, block[-1].seq)
+                    self._pair_block(block, found, store, writer)
+                    self.paired_blocks = k + 1
+                    failed = sum("error" in d for _, d in found)
+                    if self._progress is not None:
+                        self._progress.advance(len(block), failed=failed)
+                    elif self.on_paired is not None:
+                        self.on_paired(len(block))
+        except BaseException as exc:  # raised again by finish()
+            self.error = exc
+        finally:
+            store.close()
+
+    def _pair_block(self, block: list[ReplayJob], found: list[tuple[str, dict[str, Any]]], store: Any,
+                    writer: TraceWriter) -> None:
+        spec = self.run_.spec
+        if [job_id for job_id, _ in found] != [j.job_id for j in block]:
+            strange = sorted({job_id for job_id, _ in found} - set(self._block_of))
+            raise QuiverError(
+                f"{self.ledger.path} holds job {strange[0]!r}, which this spec does not make; "
+                "was the spec edited since the campaign started? Run it into a new output folder"
+                if strange else f"{self.ledger.path} lacks replays of jobs {block[0].seq}-{block[-1].seq} that it "
+                "reported done; run the campaign into a new output folder"
+            )
+        jobs_by_id, by_id = self.jobs_by_id, self.by_id
         replays = [(job_id, ReplayResult.from_json(data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
-                   for job_id, data in chunk if "error" not in data]
-        pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
+                   for job_id, data in found if "error" not in data]
+        pairs = iter(pair_results([r for _, r in replays], self.graph, epsilon=spec.analysis.epsilon, store=store))
         replayed = dict(replays)
-        for job_id, data in chunk:
+        for job_id, data in found:
             job = jobs_by_id[job_id]
             common = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
-                      "step": steps[job_id]}
+                      "step": self.steps[job_id]}
             if "error" in data:
                 baseline = by_id[job.trace["trace_id"]]
-                rows.append(PairRow.from_json({
+                self.rows.append(PairRow.from_json({
                     **common, "trace_id": baseline.trace_id, "input_id": baseline.input_id, "repeat": job.repeat,
                     "status": "failed", "node": job.node, "op": job.op, "params": job.params, "error": data["error"],
                 }))
                 continue
             pair = next(pairs)
-            rows.append(PairRow.from_json({**pair.to_json(traces=False), **common,
-                                           "retries": replayed[job_id].retries}))
+            self.rows.append(PairRow.from_json({**pair.to_json(traces=False), **common,
+                                                "retries": replayed[job_id].retries}))
             writer.write(replayed[job_id].trace)
-        progress.advance(len(chunk), failed=sum("error" in d for _, d in chunk))
-
-    try:
-        with TraceWriter(out / "replays.jsonl.tmp") as writer:
-            chunk: list[tuple[str, dict[str, Any]]] = []
-            for item in ledger.replays():
-                if item[0] not in jobs_by_id:
-                    raise QuiverError(
-                        f"{ledger.path} holds job {item[0]!r}, which this spec does not make; "
-                        "was the spec edited since the campaign started? Run it into a new output folder"
-                    )
-                chunk.append(item)
-                if len(chunk) == PAIR_CHUNK:
-                    pair_chunk(chunk, writer)
-                    chunk = []
-            if chunk:
-                pair_chunk(chunk, writer)
-    finally:
-        progress.close()
-        store.close()
-    os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
-    return rows
 
 
-def write_results(run: CampaignRun, ledger: Ledger, profile: Profile, result: CampaignResult,
-                  traces: list[Trace], jobs: list[ReplayJob], steps: dict[str, int]) -> None:
-    """``pairs.jsonl``, ``campaign.json`` and ``report.md`` of a finished campaign; the
-    result's counts from the pair rows."""
+def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,
+                  traces: list[Trace]) -> None:
+    """``pairs.jsonl``, ``campaign.json`` and ``report.md`` of a finished campaign from its
+    pair rows (in job order); the result's counts from the rows."""
     spec, out = run.spec, run.out
-    rows = pair_rows(run, ledger, traces, profile.graph, jobs, steps)
     _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
     perturbations = [{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}

@@ -11,7 +11,8 @@
    executor goes on submitting: a killed campaign resumes (``--resume``) with no
    replay lost or repeated (those in flight or waiting for their batch are simply run
    again).
-5. Pairs and results, once every job is in the ledger (see
+5. Pairs, formed while the replays run, block by block in job order, as each block
+   of jobs is complete in the ledger; then the results (see
    :mod:`quiver.experiments._campaign.results`): ``pairs.jsonl``, ``replays.jsonl``,
    ``campaign.json`` (the interventional estimates), ``report.md`` and ``summary.json``.
 
@@ -41,7 +42,7 @@ from typing import Any, TextIO
 from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
-from quiver._interventional import CampaignEstimates, seen_part
+from quiver._interventional import CampaignEstimates, PairRow, seen_part
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress
 from quiver._report import write_profile
@@ -255,20 +256,30 @@ class CampaignRun:
                 traces = self.baseline(resume=resume)
                 profile = self.observational_profile(traces, self.graph(traces))
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
-                result = self._replay_jobs(jobs, left_out, profile.graph, ledger, run_id,
-                                           self.executor(executor, address))
+                rows = self._replay_jobs(jobs, steps, left_out, traces, profile.graph, ledger, run_id,
+                                         self.executor(executor, address))
+                result = rows.result
                 if result.complete:
-                    write_results(self, ledger, profile, result, traces, jobs, steps)
+                    write_results(self, rows.rows, profile, result, traces)
         finally:
             ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
         write_summary(out, result)
         return result
 
-    def _replay_jobs(self, jobs: list[ReplayJob], left_out: dict[str, int], graph: PipelineGraph, ledger: Ledger,
-                     run_id: str, executor: Executor) -> CampaignResult:
+    def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
+                     traces: list[Trace], graph: PipelineGraph, ledger: Ledger, run_id: str,
+                     executor: Executor) -> _Replayed:
+        from .results import Pairer
+
         spec, out = self.spec, self.out
         done = ledger.done()
+        strange = sorted(done - {j.job_id for j in jobs})
+        if strange:
+            raise QuiverError(
+                f"{ledger.path} holds job {strange[0]!r}, which this spec does not make; "
+                "was the spec edited since the campaign started? Run it into a new output folder"
+            )
         todo = [j for j in jobs if j.job_id not in done]
         cached = spec.replay.downstream == "cached"
         context = self.replay_context(graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
@@ -278,6 +289,8 @@ class CampaignRun:
         tokens = [0]
         progress = Progress("replays", len(jobs), stream=self.stream)
         progress.advance(result.resumed)
+        pairer = Pairer(self, ledger, traces, graph, jobs, steps, done,
+                        on_paired=lambda n: progress.advance(0, paired=n))
 
         def over_budget() -> bool:
             budget = spec.budget
@@ -299,22 +312,35 @@ class CampaignRun:
                 tokens[0] += int(data.get("llm_tokens") or 0)
             result.status[status] += 1
             result.done += 1
+            pairer.committed(job_id)
             progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
         committer = _Committer(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed)
         committer.start()
+        pairer.start()
         try:
-            executor.run(context, todo, committer.put, lambda: committer.failed or over_budget())
-        finally:
             try:
-                committer.close()
+                executor.run(context, todo, committer.put, lambda: committer.failed or pairer.failed or over_budget())
             finally:
-                progress.close()
+                try:
+                    committer.close()
+                finally:
+                    progress.close()
+        except BaseException:
+            pairer.abandon()
+            raise
         result.nodes = executor.nodes_used()
         left = {k: v for k, v in left_out.items() if v}
         if left:
             log.info("traces left out (no target call, or not selected): %s", left)
-        return result
+        if not result.complete:
+            pairer.abandon()
+            if isinstance(pairer.error, QuiverError):
+                raise pairer.error
+            if pairer.error is not None:
+                raise QuiverError(f"the campaign stopped: pairing failed: {pairer.error}") from pairer.error
+            return _Replayed(result, [])
+        return _Replayed(result, pairer.finish())
 
 
 def run_campaign(
@@ -329,6 +355,14 @@ def run_campaign(
     """Run ``quiver run SPEC``: ``CampaignRun.load(spec_path, ...).run(...)``."""
     run = CampaignRun.load(spec_path, output=output, stream=progress_stream)
     return run.run(resume=resume, executor=executor, address=address)
+
+
+@dataclass
+class _Replayed:
+    """The replay phase's counts, and every job's pair row (in job order) once complete."""
+
+    result: CampaignResult
+    rows: list[PairRow]
 
 
 class _Committer(threading.Thread):
