@@ -251,18 +251,22 @@ class CampaignRun:
         ledger = Ledger(ledger_path)
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
+        runner = self.executor(executor, address)
         try:
+            runner.start()  # its workers start up while the baseline loads and is analysed
             with self.connected():
                 traces = self.baseline(resume=resume)
                 profile = self.observational_profile(traces, self.graph(traces))
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
-                rows = self._replay_jobs(jobs, steps, left_out, traces, profile.graph, ledger, run_id,
-                                         self.executor(executor, address))
+                rows = self._replay_jobs(jobs, steps, left_out, traces, profile.graph, ledger, run_id, runner)
                 result = rows.result
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces)
         finally:
-            ledger.close()
+            try:
+                runner.close()
+            finally:
+                ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
         write_summary(out, result)
         return result

@@ -150,19 +150,19 @@ class ExecutorSpec(_Spec):
     address: str | None = None
     """A Ray cluster's address; none starts a local Ray instance."""
     batch_size: int | None = Field(default=None, ge=1)
-    """Jobs per Ray task (default: sized from the replays' measured time, so that a task
-    runs about ``task_seconds``)."""
+    """Jobs per Ray call (default: sized from the replays' measured time, so that a batch
+    takes about ``task_seconds``)."""
     max_in_flight: int | None = Field(default=None, ge=1)
-    """Ray tasks submitted and not yet returned (default: twice the tasks the cluster can
-    run at once)."""
+    """Ray batches submitted and not yet returned, in all (default: two per replay that
+    can run at once)."""
     max_retries: int = Field(default=3, ge=0)
-    """Retries of a Ray task whose worker died."""
+    """Restarts of a Ray actor whose process died."""
     threads: int = Field(default=4, ge=1, le=256)
-    """Replays at once inside one Ray task."""
+    """Replays at once inside one Ray actor."""
     task_cpus: float = Field(default=0.25, gt=0)
-    """CPUs a Ray task reserves: a node runs ``its CPUs / task_cpus`` tasks at once, so
-    Ray replays at once = that x ``threads`` (replays wait on LLM calls: a fraction)."""
-    task_seconds: float = Field(default=8.0, gt=0)
+    """CPUs a Ray actor reserves: the cluster holds ``CPUs / task_cpus`` actors, so Ray
+    replays at once = that x ``threads`` (replays wait on LLM calls: a fraction)."""
+    task_seconds: float = Field(default=2.0, gt=0)
     """What a sized Ray batch aims to take."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Settings of a plugged-in executor, passed to it as they are."""

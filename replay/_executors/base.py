@@ -271,6 +271,16 @@ class Executor(ABC):
         """How many machines ran jobs in the last :meth:`run` (this process counts one)."""
         return 1
 
+    def start(self) -> None:
+        """Get ready to run, in the background (a campaign calls it before loading its
+        baseline, so start-up overlaps that work): the default does nothing."""
+        return None
+
+    def close(self) -> None:
+        """Release what :meth:`start` or :meth:`run` holds (a campaign calls it once
+        done, also after a failure): the default does nothing."""
+        return None
+
 
 ENTRY_POINT_GROUP = "quiver.executors"
 """The entry-point group third-party executors are published under."""

@@ -1,4 +1,4 @@
-"""The Ray executor: Ray tasks on a local instance or a cluster."""
+"""The Ray executor: Ray actors on a local instance or a cluster."""
 
 from __future__ import annotations
 
@@ -11,52 +11,68 @@ from typing import Any
 
 from quiver._errors import QuiverError
 
-from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, run_jobs
+from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, quiet_collector, worker_for
 
 __all__ = ["RayExecutor"]
 
 log = logging.getLogger("quiver.executor")
 
 
-def _ray_batch(context: ReplayContext, jobs: list[ReplayJob], threads: int) -> dict[str, Any]:
-    """A Ray task: replay a batch; report which node ran it and how long it took."""
-    import ray
+class _ReplayActor:
+    """A Ray actor: one process of replays, ``threads`` calls at once (the actor's
+    ``max_concurrency``), each call a batch of jobs replayed in turn. It imports what
+    replays need when it starts, before the campaign hands it any job."""
 
-    start = time.perf_counter()
-    results = run_jobs(context, jobs, threads)
-    return {"node": ray.get_runtime_context().get_node_id(), "results": results,
-            "seconds": time.perf_counter() - start}
+    def __init__(self) -> None:
+        import quiver.perturbations
+        import quiver.replay._replayer  # noqa: F401  (the replayer, the LLM client and the SDK)
+
+    def ready(self) -> bool:
+        return True
+
+    def replay(self, context: ReplayContext, jobs: list[ReplayJob]) -> dict[str, Any]:
+        """Replay ``jobs``; report which node ran them and how long it took."""
+        import ray
+
+        start = time.perf_counter()
+        worker = worker_for(context)
+        with quiet_collector():
+            results = [(job.job_id, worker.run(job)) for job in jobs]
+        return {"node": ray.get_runtime_context().get_node_id(), "results": results,
+                "seconds": time.perf_counter() - start}
 
 
 @executor("ray")
 class RayExecutor(Executor):
-    """Ray tasks on a local instance or a cluster, each replaying a batch of jobs with
-    ``threads`` replays at once.
+    """Ray actors on a local instance or a cluster, each running ``threads`` replays at once.
 
-    How many replays run at once: a task reserves ``task_cpus`` of a node's CPUs, so the
-    cluster runs ``CPUs / task_cpus`` tasks at a time (fewer if ``max_in_flight`` is
-    smaller), each ``threads`` replays at once: with the defaults, 16 replays per CPU.
-    The driver keeps ``max_in_flight`` tasks submitted (default: twice what can run,
-    so a task waits, already scheduled, behind each running one).
+    How many replays run at once: an actor reserves ``task_cpus`` of a node's CPUs for
+    its life, so the cluster holds ``CPUs / task_cpus`` actors, spread over the nodes,
+    each replaying ``threads`` batches at once: with the defaults, 16 replays per CPU.
+    The driver keeps every actor fed with twice ``threads`` batches (at most
+    ``max_in_flight`` in all): when one of its replays ends, an actor starts the next
+    batch already waiting in its queue, so no slot idles until the jobs run out, and
+    jobs finish about in job order (the campaign pairs them block by block meanwhile).
 
-    How large a batch is (``batch_size``, default sized from the replays' own time): the
-    first tasks carry one job per thread; from then on a batch holds what ``threads``
-    threads replay in about ``task_seconds``, at the mean replay time measured so far
-    (a replay waits on its LLM calls: the latency sets it), so a task's fixed costs
-    (scheduling, shipping its results) stay small next to its work, and the threads of
-    a task idle at its end for a small share of it. Near the end of the jobs, batches
-    shrink so that what is left is spread over every slot.
+    How large a batch is (``batch_size``, default sized from the replays' own time): one
+    job at first; from then on what one thread replays in about ``task_seconds``, at the
+    mean replay time measured so far (a replay waits on its LLM calls: the latency sets
+    it), so the driver's cost per call stays small next to the work it carries; near
+    the end of the jobs, batches shrink so that what is left spreads over every slot.
+
+    An actor whose process dies is restarted by Ray (``max_retries`` times); its batches
+    in flight are submitted again, once, to another actor, and then reported failed.
 
     Args:
         address: A cluster to connect to (``ray://...`` or ``host:port``); None starts
             or reuses a local instance.
         num_cpus: CPUs of a local instance (default: the machine's).
-        batch_size: Jobs per task; None sizes batches from the measured replay time.
-        max_in_flight: Tasks submitted and not yet returned (default: twice the tasks
-            the cluster can run at once).
-        max_retries: Ray's retries of a task whose worker died.
-        task_cpus: CPUs reserved per task (replays wait on LLM calls: a fraction).
-        threads: Replays run at once inside one task.
+        batch_size: Jobs per call; None sizes batches from the measured replay time.
+        max_in_flight: Batches submitted and not yet returned, in all (default: twice
+            the replays that can run at once).
+        max_retries: Restarts of an actor whose process died.
+        task_cpus: CPUs an actor reserves (replays wait on LLM calls: a fraction).
+        threads: Replays run at once by one actor.
         task_seconds: The time a sized batch aims at.
     """
 
@@ -70,7 +86,7 @@ class RayExecutor(Executor):
         max_retries: int = 3,
         task_cpus: float = 0.25,
         threads: int = 4,
-        task_seconds: float = 8.0,
+        task_seconds: float = 2.0,
     ) -> None:
         for name, value, low in (("batch_size", batch_size, 1), ("max_in_flight", max_in_flight, 1),
                                  ("threads", threads, 1), ("max_retries", max_retries, 0)):
@@ -89,8 +105,11 @@ class RayExecutor(Executor):
         self.nodes: set[str] = set()
         self.batches: list[int] = []
         """The size of every batch submitted in the last run, in order."""
-        self.slots = 0
-        """Tasks the cluster could run at once in the last run."""
+        self.actors = 0
+        """Actors of the last run."""
+        self.warmup_s = 0.0
+        """Seconds from the start of the last run until every actor had returned a batch."""
+        self._handles: list[Any] = []
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> RayExecutor:
@@ -102,12 +121,12 @@ class RayExecutor(Executor):
         return cls(address=settings.get("address"), **kwargs)
 
     def nodes_used(self) -> int:
-        """The Ray nodes that ran tasks in the last run."""
+        """The Ray nodes that ran replays in the last run."""
         return len(self.nodes)
 
     def concurrency(self) -> int:
-        """Replays at once in the last run: tasks running at once x ``threads``."""
-        return min(self.slots, self.max_in_flight or self.slots) * self.threads
+        """Replays at once in the last run: actors x ``threads``."""
+        return self.actors * self.threads
 
     def _connect(self) -> Any:
         try:
@@ -123,57 +142,114 @@ class RayExecutor(Executor):
                 ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
         return ray
 
-    def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
+    def start(self) -> None:
+        """Connect and start the actors, which import what replays need meanwhile."""
+        if self._handles:
+            return
         ray = self._connect()
-        task = ray.remote(_ray_batch).options(
-            num_cpus=self.task_cpus, max_retries=self.max_retries, scheduling_strategy="SPREAD"
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        n = max(1, int(cpus / self.task_cpus + 1e-9))
+        if self.max_in_flight is not None:
+            n = min(n, max(1, math.ceil(self.max_in_flight / (2 * self.threads))))
+        cls = ray.remote(_ReplayActor).options(
+            num_cpus=self.task_cpus, max_concurrency=self.threads, max_restarts=self.max_retries,
+            max_task_retries=0, scheduling_strategy="SPREAD",
         )
-        self.slots = max(1, int(float(ray.cluster_resources().get("CPU", 1)) / self.task_cpus + 1e-9))
-        limit = self.max_in_flight or 2 * self.slots
-        self.batches = []
-        sizer = _BatchSizer(self.batch_size, self.threads, self.task_seconds, min(limit, self.slots))
-        todo = deque(jobs)
+        self._handles = [cls.remote() for _ in range(n)]
+
+    def close(self) -> None:
+        """Stop the actors."""
+        handles, self._handles = self._handles, []
+        if handles:
+            import ray
+
+            for actor in handles:
+                ray.kill(actor)
+
+    def run(self, context: ReplayContext, jobs: Sequence[ReplayJob], on_done: DoneFn, should_stop: StopFn) -> None:
+        self.start()
+        ray = self._connect()
+        actors = self._handles
+        n = len(actors)
+        self.actors, self.batches = n, []
+        queue_per_actor = 2 * self.threads
+        limit = self.max_in_flight or n * queue_per_actor
         context_ref = ray.put(context)
-        pending: dict[Any, tuple[list[ReplayJob], int]] = {}
-        while todo or pending:
-            while todo and len(pending) < limit and not should_stop():
+        sizer = _BatchSizer(self.batch_size, self.task_seconds, n * self.threads)
+        todo = deque(jobs)
+        outstanding = [0] * n
+        failures = [0] * n
+        live = list(range(n))
+        pending: dict[Any, tuple[int, list[ReplayJob], int]] = {}
+
+        def submit(i: int, batch: list[ReplayJob], resubmitted: int) -> None:
+            pending[actors[i].replay.remote(context_ref, batch)] = (i, batch, resubmitted)
+            outstanding[i] += 1
+
+        def fill() -> None:
+            # round after round over the live actors, each topped up to its queue
+            while todo and live and len(pending) < limit and not should_stop():
+                i = min(live, key=lambda k: outstanding[k])
+                if outstanding[i] >= queue_per_actor:
+                    return
                 batch = [todo.popleft() for _ in range(min(sizer.next(len(todo)), len(todo)))]
                 self.batches.append(len(batch))
-                pending[task.remote(context_ref, batch, self.threads)] = (batch, 0)
-            if not pending:
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                batch, resubmitted = pending.pop(ref)
-                try:
-                    out = ray.get(ref)
-                except Exception as exc:  # the worker died after Ray's own retries
-                    if resubmitted < 1:
-                        log.warning("a Ray task of %d job(s) failed (%s); submitting it again", len(batch), exc)
-                        pending[task.remote(context_ref, batch, self.threads)] = (batch, resubmitted + 1)
-                    else:
-                        for job in batch:
-                            on_done(job.job_id, {"error": f"worker failed: {type(exc).__name__}: {exc}"})
-                    continue
-                self.nodes.add(out["node"])
-                sizer.measured(len(batch), float(out.get("seconds") or 0.0))
-                for job_id, result in out["results"]:
-                    on_done(job_id, result)
+                submit(i, batch, 0)
+
+        started, warm = time.perf_counter(), set()
+        try:
+            fill()
+            while pending:
+                refs = list(pending)
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0.02)
+                if not ready:
+                    ready, _ = ray.wait(refs, num_returns=1)
+                for ref in ready:
+                    i, batch, resubmitted = pending.pop(ref)
+                    outstanding[i] -= 1
+                    try:
+                        out = ray.get(ref)
+                    except Exception as exc:  # the actor's process died (Ray restarts it)
+                        failures[i] += 1
+                        if failures[i] > self.max_retries and i in live:
+                            live.remove(i)
+                        others = [k for k in live if k != i] or live
+                        if resubmitted < 1 and others:
+                            log.warning("a Ray actor died with %d job(s) in hand (%s); submitting them again",
+                                        len(batch), exc)
+                            submit(min(others, key=lambda k: outstanding[k]), batch, resubmitted + 1)
+                        else:
+                            for job in batch:
+                                on_done(job.job_id, {"error": f"worker failed: {type(exc).__name__}: {exc}"})
+                        continue
+                    self.nodes.add(out["node"])
+                    if len(warm) < n:
+                        warm.add(i)
+                        self.warmup_s = time.perf_counter() - started
+                    sizer.measured(len(batch), float(out.get("seconds") or 0.0))
+                    for job_id, result in out["results"]:
+                        on_done(job_id, result)
+                fill()
+            if not live:  # every actor died for good: what was never submitted cannot run
+                for job in todo:
+                    on_done(job.job_id, {"error": "worker failed: every Ray actor died"})
+        finally:
+            self.close()
 
 
 class _BatchSizer:
     """Batch sizes from the measured replay time (see :class:`RayExecutor`)."""
 
-    MAX = 1024
+    MAX = 256
 
-    def __init__(self, fixed: int | None, threads: int, task_seconds: float, running: int) -> None:
-        self.fixed, self.threads, self.task_seconds, self.running = fixed, threads, task_seconds, running
-        self.thread_seconds = 0.0
+    def __init__(self, fixed: int | None, seconds: float, slots: int) -> None:
+        self.fixed, self.seconds, self.slots = fixed, seconds, slots
+        self.busy = 0.0
         self.replays = 0
 
     def measured(self, jobs: int, seconds: float) -> None:
-        """A task of ``jobs`` replays took ``seconds``."""
-        self.thread_seconds += seconds * min(self.threads, jobs)
+        """A batch of ``jobs`` replays, run one after the other, took ``seconds``."""
+        self.busy += seconds
         self.replays += jobs
 
     def next(self, left: int) -> int:
@@ -181,8 +257,8 @@ class _BatchSizer:
         if self.fixed is not None:
             return self.fixed
         if not self.replays:
-            return self.threads
-        per_replay = max(self.thread_seconds / self.replays, 1e-6)
-        size = math.ceil(self.task_seconds * self.threads / per_replay)
-        spread = math.ceil(left / self.running)  # near the end: what is left over every slot
-        return max(1, min(max(size, self.threads), spread, self.MAX))
+            return 1
+        per_replay = max(self.busy / self.replays, 1e-6)
+        size = math.ceil(self.seconds / per_replay)
+        spread = math.ceil(left / self.slots)  # near the end: what is left over every slot
+        return max(1, min(size, spread, self.MAX))

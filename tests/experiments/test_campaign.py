@@ -502,7 +502,7 @@ def _kill_one_ray_batch(stop: threading.Event, killed: list[int]) -> None:
                     command = fh.read()
             except OSError:
                 continue
-            if b"ray::_ray_batch" in command:
+            if b"ray::_ReplayActor.replay" in command:
                 os.kill(int(entry), signal.SIGKILL)
                 killed.append(int(entry))
                 return
