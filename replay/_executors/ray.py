@@ -196,7 +196,7 @@ class RayExecutor(Executor):
                 self.batches.append(len(batch))
                 submit(i, batch, 0)
 
-        started, warm = time.perf_counter(), set()
+        started, warm = time.perf_counter(), set[int]()
         try:
             fill()
             while pending:
