@@ -1,150 +1,237 @@
-"""Benchmark: ``quiver analyze`` on a System-Q-sized corpus.
+"""Benchmark: ``quiver analyze`` against its floor, the embedding model's own time.
 
-Builds a synthetic corpus of about 1,500 traces in 200 input groups of skewed sizes
-(about 24,000 same-input pairs), 6 nodes with structured fields and about 6,000 unique
-texts, then analyses it twice on a fresh embedding cache and prints, from this one run:
+Nearly all of a cold analysis is embedding texts. The floor is one
+``SentenceTransformer.encode`` call over exactly the texts the analysis needed a vector
+for (sentence-transformers sorts them by length itself), with the model's load: nothing
+can embed those texts faster on this machine. Each side runs in a fresh Python process
+(interpreter start, imports and model load included on both sides), after one process
+that imports torch and sentence-transformers once so both find them in the page cache;
+the times are wall times of those processes, measured here.
 
-* the total analysis time and the embedding time (model load included) of the cold
-  run, and their ratio (target: under 1.25: the analysis adds at most a quarter to the
-  unavoidable embedding work);
-* texts embedded against texts that needed a vector (target: equal; identical texts
-  never need one);
-* the warm-cache re-analysis time (target: under 10 s here);
-* peak memory (resident set high-water mark of this process).
+Three corpora (see ``benchmarks/_corpora.py``):
 
-Run: ``python benchmarks/analyze.py [--traces 1500] [--groups 200] [--pairs 24000]``.
+* ``long``: agent conversations with real-trace text lengths (log-normal, median ~150
+  characters, p90 ~600, a tail past 2,000, tool-response JSON among them). Printed: the
+  cold analysis, the floor, their ratio (target: at most 1.1); the texts needed, encoded,
+  and those that took the vector of a text the model sees the same way (cut at its
+  window); and the largest difference between the analysis' text distances and the same
+  distances from vectors encoded in arrival order, 64 at a time (how the store embedded
+  before it sorted by length).
+* ``short``: the System-Q-shaped corpus (1,500 traces, 200 input groups, about 24,000
+  same-input pairs, short texts): the same cold / floor ratio (target: at most 1.1).
+* ``paper``: paper-scale corpora of the same shape as ``short`` at 1,500 and 8,200
+  traces (about 3.9 pairs per trace: 32,000 pairs at 8,200): cold time, warm time (a
+  second analysis, every vector in the cache; target: at most 10 s at 8,200) and peak
+  memory (the analysing process' resident high-water mark), and how each grows.
+
+Run: ``python benchmarks/analyze.py [--corpora long,short,paper] [--conversations 200]
+[--long-traces 900]``. Takes about 15 minutes for all three on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import os
+import pickle
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from quiver import NodeCall, Trace
-from quiver._observational import analyze
+import numpy as np
+from _corpora import long_corpus, short_corpus  # benchmarks/, first on the path
 
-WORDS = (
-    "invoice refund account password export server latency outage billing plan upgrade "
-    "discount login token cluster region backup restore webhook quota limit sync mobile "
-    "desktop browser email address payment card charge renewal trial seat admin role"
-).split()
-INTENTS = ["billing", "bug", "account", "other"]
+HERE = Path(__file__).resolve()
 
 
-def group_sizes(traces: int, groups: int, pairs: int, seed: int) -> list[int]:
-    """Skewed group sizes (Zipf-like) summing to ``traces`` with about ``pairs`` pairs."""
-    rng = random.Random(seed)
-    ranks = list(range(1, groups + 1))
-    rng.shuffle(ranks)
-
-    def sizes_for(exponent: float) -> list[int]:
-        weights = [1.0 / r**exponent for r in ranks]
-        total = sum(weights)
-        sizes = [max(2, round(traces * w / total)) for w in weights]
-        sizes[sizes.index(max(sizes))] += traces - sum(sizes)
-        return sizes
-
-    low, high = 0.0, 3.0
-    for _ in range(40):  # bisection on the exponent: more skew, more pairs
-        mid = (low + high) / 2
-        if sum(n * (n - 1) // 2 for n in sizes_for(mid)) < pairs:
-            low = mid
-        else:
-            high = mid
-    return sizes_for((low + high) / 2)
+# --------------------------------------------------------------------------- children
 
 
-def sentence(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+def child_analyze(corpus: Path, cache: Path, texts_out: Path, distances_out: Path | None) -> dict[str, Any]:
+    """Analyse the traces file ``corpus`` on the embedding cache ``cache``, as ``quiver
+    analyze`` does (the file read included); record the distinct texts the store was
+    asked for (and, on request, the text distances)."""
+    from quiver._distance import EmbeddingStore
+    from quiver._observational import analyze
+
+    asked: dict[str, None] = {}
+    pairs: dict[tuple[str, str], float] = {}
+    ensure, distance = EmbeddingStore.ensure, EmbeddingStore.distance
+
+    def recording_ensure(self: EmbeddingStore, texts: Any, progress: Any = None) -> None:
+        texts = list(texts)
+        asked.update(dict.fromkeys(texts))
+        ensure(self, texts, progress)
+
+    def recording_distance(self: EmbeddingStore, a: str, b: str) -> float:
+        d = distance(self, a, b)
+        if a != b:
+            pairs[(a, b)] = d
+        return d
+
+    EmbeddingStore.ensure = recording_ensure  # type: ignore[method-assign]
+    if distances_out is not None:
+        EmbeddingStore.distance = recording_distance  # type: ignore[method-assign]
+    start = time.perf_counter()
+    profile = analyze(corpus, cache_dir=cache)
+    seconds = time.perf_counter() - start
+    texts_out.write_text(json.dumps(list(asked)), encoding="utf-8")
+    if distances_out is not None:
+        distances_out.write_bytes(pickle.dumps(pairs))
+    data = profile.to_json()
+    return {"analyze_seconds": seconds, "pairs": data["pairs"], "embedding": data["embedding"],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def make_trace(input_id: str, repeat: int, query: str, rng: random.Random, noisy: bool) -> Trace:
-    """One trace of a six-node pipeline: rewrite, signal, retrieve, plan, compose, audit.
+def child_floor(texts_file: Path) -> dict[str, Any]:
+    """One ``encode`` of the texts, with the model's load."""
+    from quiver._distance import SentenceTransformerEmbedder
 
-    A deterministic input (``noisy`` false) gives the same outputs on every repeat, as a
-    temperature-0 pipeline does: its texts never need a vector.
-    """
-    rng = rng if noisy else random.Random(query)
-    rewrite = query if not noisy or rng.random() < 0.2 else f"{query} {sentence(rng, 4)}"
-    signal = {"intent": rng.choice(INTENTS) if noisy and rng.random() < 0.3 else INTENTS[len(query) % 4],
-              "urgent": bool(noisy and rng.random() < 0.2), "confidence": round(rng.uniform(0.5, 1.0), 2)}
-    docs = sorted(rng.sample(range(40), 4)) if noisy else [1, 2, 3, 4]
-    plan = {"action": rng.choice(["EXECUTE", "COMPOSE"]) if noisy else "COMPOSE", "thought": sentence(rng, 10)}
-    compose = {"answer": sentence(rng, 18), "refs": [f"d{d}" for d in docs[:2]]}
-    audit = {"summary": sentence(rng, 8), "tokens": rng.randint(50, 400)}
-    outputs = [("rewrite", rewrite), ("signal", signal), ("retrieve", docs), ("plan", plan),
-               ("compose", compose), ("audit", audit)]
-    parents = {"rewrite": ["c0"], "signal": ["c1"], "retrieve": ["c1"], "plan": ["c2", "c3"],
-               "compose": ["c4"], "audit": ["c5"]}
-    calls = [NodeCall(call_id="c0", node="input", occurrence=0, call_path="input#0", kind="source",
-                      output={"query": query})]
-    for i, (node, out) in enumerate(outputs, start=1):
-        calls.append(NodeCall(call_id=f"c{i}", node=node, occurrence=0, call_path=f"{node}#0",
-                              kind="transform", parents=parents[node], output=out,
-                              decision={"action": out["action"]} if node == "plan" else {}))
-    return Trace(trace_id=f"{input_id}/{repeat}", run_id="bench", pipeline="system_q", input_id=input_id,
-                 repeat=repeat, inputs={"query": query}, calls=calls, output=compose["answer"])
+    texts = json.loads(texts_file.read_text(encoding="utf-8"))
+    embedder = SentenceTransformerEmbedder()
+    model = embedder._loaded()
+    model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+    return {"texts": len(texts)}
 
 
-def corpus(traces: int, groups: int, pairs: int, seed: int) -> list[Trace]:
-    rng = random.Random(seed)
-    out = []
-    for g, size in enumerate(group_sizes(traces, groups, pairs, seed)):
-        query = sentence(rng, 9)
-        noisy = g % 8 != 0  # an eighth of the inputs are fully deterministic: nothing to embed there
-        out += [make_trace(f"q{g}", r, query, rng, noisy) for r in range(size)]
-    return out
+def child_arrival(texts_file: Path, distances_file: Path) -> dict[str, Any]:
+    """The analysis' text distances again, from vectors encoded in arrival order 64 at a time."""
+    from quiver._distance import SentenceTransformerEmbedder
+
+    texts = json.loads(texts_file.read_text(encoding="utf-8"))
+    pairs: dict[tuple[str, str], float] = pickle.loads(distances_file.read_bytes())
+    embedder = SentenceTransformerEmbedder()
+    vectors: dict[str, np.ndarray] = {}
+    for i in range(0, len(texts), 64):
+        chunk = texts[i:i + 64]
+        vectors.update(zip(chunk, embedder.encode(chunk), strict=True))
+    worst = 0.0
+    for (a, b), d in pairs.items():
+        before = min(max(1.0 - float(np.dot(vectors[a].astype(np.float64), vectors[b].astype(np.float64))), 0.0), 1.0)
+        worst = max(worst, abs(before - d))
+    return {"pairs": len(pairs), "max_abs_difference": worst}
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def child_warmup() -> dict[str, Any]:
+    import sentence_transformers  # noqa: F401
+    import torch  # noqa: F401
+
+    from quiver._observational import analyze  # noqa: F401
+    return {}
+
+
+def write_corpus(path: Path, traces: list[Any]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for trace in traces:
+            fh.write(trace.model_dump_json() + "\n")
+
+
+def run_child(*args: str) -> tuple[float, dict[str, Any]]:
+    """Run this file as a child ``args``; its wall time and the JSON it printed last."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(HERE), "--child", *args], capture_output=True, text=True, env=env,
+                          check=False)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"benchmark child {args[0]} failed:\n{proc.stderr[-3000:]}")
+    return seconds, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def against_floor(name: str, traces: list[Any], work: Path, *, check_distances: bool) -> None:
+    """Cold analysis and floor of one corpus, each in a fresh process; print the ratio."""
+    folder = work / name
+    folder.mkdir()
+    corpus, texts = folder / "traces.jsonl", folder / "texts.json"
+    write_corpus(corpus, traces)
+    distances = folder / "distances.pkl" if check_distances else None
+    cold, info = run_child("analyze", str(corpus), str(folder / "cache"), str(texts), str(distances or ""))
+    floor, floor_info = run_child("floor", str(texts))
+    emb = info["embedding"]
+    asked = json.loads(texts.read_text(encoding="utf-8"))
+    lengths = np.array([len(t) for t in asked]) if asked else np.zeros(1)
+    print(f"\n[{name}] {len(traces)} traces, {len({t.input_id for t in traces})} inputs, {info['pairs']} pairs; "
+          f"{floor_info['texts']} texts needed a vector (length median {np.median(lengths):.0f}, "
+          f"p90 {np.percentile(lengths, 90):.0f}, max {lengths.max()}, {(lengths > 2000).sum()} over 2,000)")
+    print(f"  encoded {emb['embedded']}; {emb['shared_window']} took the vector of a text the model sees the "
+          f"same way (cut at its window); {emb['cache_hits']} from the cache")
+    print(f"  cold analysis {cold:.1f} s (analyze() {info['analyze_seconds']:.1f} s: load {emb['load_seconds']:.1f} s, "
+          f"encode {emb['encode_seconds']:.1f} s); floor {floor:.1f} s; cold / floor = {cold / floor:.3f} "
+          "(target <= 1.1)")
+    if distances is not None:
+        _, check = run_child("arrival", str(texts), str(distances))
+        print(f"  text distances vs vectors encoded in arrival order 64 at a time: {check['pairs']} text pairs, "
+              f"max |difference| {check['max_abs_difference']:.2e} (target <= 1e-6)")
+
+
+def scaling(sizes: list[int], work: Path) -> None:
+    """Cold and warm analysis and peak memory at each size, paper-shaped corpora."""
+    rows = []
+    for traces in sizes:
+        groups = max(2, round(traces / 8.2))
+        pairs = round(traces * 32_000 / 8_200)
+        corpus = short_corpus(traces, groups, pairs, seed=7)
+        folder = work / f"paper-{traces}"
+        folder.mkdir()
+        path = folder / "traces.jsonl"
+        write_corpus(path, corpus)
+        cache = folder / "cache"
+        cold, info = run_child("analyze", str(path), str(cache), str(folder / "texts.json"), "")
+        warm, warm_info = run_child("analyze", str(path), str(cache), str(folder / "texts-warm.json"), "")
+        rows.append((traces, info["pairs"], info["embedding"]["embedded"], cold, warm, warm_info["analyze_seconds"],
+                     max(info["peak_rss_mb"], warm_info["peak_rss_mb"]), warm_info["embedding"]["embedded"]))
+    print("\n[paper] cold and warm analysis (each a fresh process), peak memory")
+    print("  traces   pairs  embedded   cold s   warm s (analyze())   peak MB")
+    for traces, pairs, embedded, cold, warm, warm_analyze, peak, warm_embedded in rows:
+        print(f"  {traces:>6} {pairs:>7} {embedded:>9} {cold:>8.1f} {warm:>8.1f} ({warm_analyze:>5.1f}) {peak:>13.0f}"
+              + ("" if warm_embedded == 0 else f"  (warm run embedded {warm_embedded})"))
+    if len(rows) > 1:
+        (t0, p0, _, c0, w0, _, m0, _), (t1, p1, _, c1, w1, _, m1, _) = rows[0], rows[-1]
+        print(f"  from {t0} to {t1} traces (x{t1 / t0:.1f}; pairs x{p1 / p0:.1f}): cold x{c1 / c0:.2f}, "
+              f"warm x{w1 / w0:.2f}, peak memory x{m1 / m0:.2f}; warm at {t1}: {w1:.1f} s (target <= 10 s)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=int, default=1500)
-    parser.add_argument("--groups", type=int, default=200)
-    parser.add_argument("--pairs", type=int, default=24000)
+    parser.add_argument("--corpora", default="long,short,paper")
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--long-traces", type=int, default=700)
+    parser.add_argument("--paper-sizes", default="1500,8200")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    traces = corpus(args.traces, args.groups, args.pairs, args.seed)
-    unique_texts = {s for t in traces for c in t.calls for s in _strings(c.output)}
-    print(f"corpus: {len(traces)} traces, {len({t.input_id for t in traces})} groups, "
-          f"{len(unique_texts)} unique strings in outputs")
-    with tempfile.TemporaryDirectory() as cache:
-        t0 = time.perf_counter()
-        cold = analyze(traces, cache_dir=Path(cache))
-        total = time.perf_counter() - t0
-        emb = cold.to_json()["embedding"]
-        embedding = emb["load_seconds"] + emb["encode_seconds"]
-        t1 = time.perf_counter()
-        warm = analyze(traces, cache_dir=Path(cache))
-        warm_total = time.perf_counter() - t1
-    print(f"pairs: {cold.to_json()['pairs']}")
-    print(f"cold: total {total:.1f} s, embedding {embedding:.1f} s (load {emb['load_seconds']:.1f} s, "
-          f"encode {emb['encode_seconds']:.1f} s), total / embedding = {total / max(embedding, 1e-9):.3f} "
-          "(target < 1.25)")
-    print(f"texts embedded {emb['embedded']} of {emb['needed']} that needed a vector "
-          f"({'none embedded without need' if emb['embedded'] <= emb['needed'] else 'EXTRA EMBEDDINGS'})")
-    print(f"warm: total {warm_total:.1f} s (target < 10 s), texts embedded {warm.to_json()['embedding']['embedded']}")
-    print(f"peak memory: {peak_rss_mb():.0f} MB")
+    if args.child:
+        kind, *rest = args.child
+        if kind == "analyze":
+            distances = Path(rest[3]) if rest[3:] and rest[3] else None
+            out = child_analyze(Path(rest[0]), Path(rest[1]), Path(rest[2]), distances)
+        elif kind == "floor":
+            out = child_floor(Path(rest[0]))
+        elif kind == "arrival":
+            out = child_arrival(Path(rest[0]), Path(rest[1]))
+        else:
+            out = child_warmup()
+        print(json.dumps(out))
+        return 0
+    wanted = args.corpora.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        run_child("warmup")
+        if "long" in wanted:
+            against_floor("long", long_corpus(args.conversations, args.long_traces, args.seed), work,
+                          check_distances=True)
+        if "short" in wanted:
+            against_floor("short", short_corpus(1500, 200, 24000, args.seed), work, check_distances=False)
+        if "paper" in wanted:
+            scaling([int(s) for s in args.paper_sizes.split(",")], work)
     return 0
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 if __name__ == "__main__":

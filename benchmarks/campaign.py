@@ -1,22 +1,29 @@
-"""Benchmark: a campaign's replay phase keeps its executor busy.
+"""Benchmark: a campaign's replays and pairing keep their executor at the latency bound.
 
 Records the support bot (``experiments/support_bot/record.yaml``, 225 traces) once at
 zero latency, then runs a campaign of about ``--replays`` jobs on it with the engine's
 own runner (``run_campaign``) against the bundled simulator at ``--latency-ms`` per LLM
 call, once per executor (``local`` threads at ``--concurrency``; ``ray`` on a local
-instance, ``ray.init(num_cpus=2)``), and prints, measured in this one run:
+instance with ``--ray-cpus`` CPUs, or on simulated clusters of ``--ray-nodes`` nodes,
+``ray.cluster_utils.Cluster``, each node ``--ray-cpus`` CPUs), and prints, measured in
+this one run:
 
-* jobs, LLM calls made in the replay phase, latency, the effective concurrency;
-* the ideal replay time, ``LLM calls x latency / concurrency``, the actual one, and
-  the efficiency ``ideal / actual`` (target: at least 0.9 for ``local`` at 64);
-* the pairing phase that follows (the replays read back from the ledger and turned into
-  pair rows, with the embedding model's load and encoding), and the efficiency of the
-  two phases together: ideal / (replay phase + pairing phase);
-* where the rest goes: the ledger commits (a separate thread, in batches), the replays'
-  own time beyond their LLM calls and the replays in flight (``local`` only: Ray
-  workers are other processes), the CPU this process used, and the same jobs run again
-  at 0 ms latency: the engine's own cost per replay with no LLM wait;
-* the first lines of the errors of failed replays, read from the run's ledger.
+* jobs, LLM calls made, latency, the effective concurrency (``ray``: the actors the
+  cluster holds, CPUs / ``task_cpus``, x ``threads``, the executor's defaults);
+* the ideal time, ``LLM calls x latency / concurrency``; the replay phase (up to the
+  last replay committed: pairs are formed meanwhile, block by block) and its
+  efficiency ``ideal / actual``; the pairing left after the last replay, and the
+  end-to-end efficiency, ``ideal / (replay phase + pairing left)`` (targets: at least
+  0.9 for ``local`` at 64 and for ``ray``);
+* where the rest goes: the ledger commits (a thread of its own, in batches), the
+  pairing (with the embedding model's load and encoding), the replays' own time beyond
+  their LLM calls and the replays in flight (``local`` only: Ray workers are other
+  processes), the CPU this process used, Ray's batch sizes and actor warm-up, and the
+  same jobs run again at 0 ms latency: the engine's own cost per replay with no LLM
+  wait;
+* a third run on ``local``, SIGKILLed once half its jobs are in the ledger and resumed
+  with ``quiver run --resume`` (``--no-resume`` skips it); then the md5 of every run's
+  ``campaign.json`` at the benchmark's latency: they must be byte-identical.
 
 The perturbations: the rewriter's three prompt variants, an override each on
 signal_analysis and context_sufficiency, and a list_edit ladder (1, 2, 3, 5 fragments
@@ -24,32 +31,36 @@ removed) on discovery; a seeded sample of traces and ``replay.repeats`` scale th
 about ``--replays`` jobs. No control replays (``replay.controls: 0``): they are replays
 like the others, and would only shift the job count away from ``--replays``.
 
-How the replay phase is timed: the runner's total time also holds the baseline's
-loading and observational analysis (with the embedding model's load) and the writing of
-the results, so this benchmark times the phases from the outside, without editing the
-runner. In this process only, it wraps ``_replay_all`` of
-``quiver.experiments._campaign`` (its wall time is the "actual" column: the ledger
-check and set-up, the executor's run, and every replay committed to the ledger) and ``_pair_rows`` (the
-pairing phase), and, for the breakdown, the executors' ``run``, ``pair_results`` as the
-runner imported it, ``Ledger.commit``, the runner's ``EmbeddingStore`` (to read its
-counters) and, for ``local``, ``_Worker.run`` (one replay). Each wrapper only reads
+How the phases are timed: the runner's total time also holds the baseline's loading and
+observational analysis (with the embedding model's load) and the writing of the
+results, so this benchmark times the phases from the outside, without editing the
+runner. In this process only, it wraps ``CampaignRun._replay_jobs`` (the ledger check,
+the executor's run, every replay committed, and the pairs: its wall time less the
+pairing left is the replay phase) and ``Pairer.finish`` (the pairing left after the
+last replay), and, for the breakdown, the executors' ``run``, ``pair_results`` as the
+pairing imported it, ``Ledger.commit``, the runner's ``EmbeddingStore`` (to read its
+counters) and, for ``local``, ``Worker.run`` (one replay). Each wrapper only reads
 ``time.perf_counter()`` around the original call; all are removed after each run.
 
 Each run gets a fresh embedding cache, as a campaign's new replay texts would. Ray
 workers' logs stay in Ray's log folder (``log_to_driver=False``).
 
 Run: ``python benchmarks/campaign.py [--replays 3000] [--latency-ms 500]
-[--concurrency 64] [--executors local,ray] [--quick]``. ``--quick`` is 300 replays at
-100 ms.
+[--concurrency 64] [--executors local,ray] [--ray-nodes 1,2,4] [--quick]``. ``--quick``
+is 300 replays at 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import math
 import os
 import resource
+import signal
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -71,7 +82,7 @@ from quiver.experiments._campaign import (
 from quiver.replay import LocalExecutor, RayExecutor
 from quiver.replay._executors import Worker
 
-from _support_bot import DEMO, SPEC_HEAD, latency, record_baseline  # benchmarks/, first on the path
+from _support_bot import DEMO, SPEC_HEAD, latency, quiver, record_baseline  # benchmarks/, first on the path
 
 PERTURBATIONS = """\
   - id: rewriter-swap
@@ -140,20 +151,17 @@ def write_spec(folder: Path, name: str, *, baseline: Path, latency_ms: float, ex
     return path
 
 
-def ray_slots(concurrency: int, num_cpus: int) -> tuple[str, int, str]:
-    """The ray executor block for ``concurrency``, the effective concurrency and how it comes about.
+def ray_slots(cpus: float) -> tuple[str, int, str]:
+    """The ray executor block, the effective concurrency and how it comes about, on a
+    cluster of ``cpus`` CPUs with the executor's defaults (the spec sets only the kind).
 
-    A task replays its batch ``threads`` at a time and reserves ``task_cpus``: at most
-    ``num_cpus / task_cpus`` tasks run at once whatever ``max_in_flight`` allows (the
-    spec sets neither ``threads`` nor ``task_cpus``; the executor's defaults apply).
+    An actor reserves ``task_cpus`` and replays ``threads`` batches at once: the cluster
+    holds ``cpus / task_cpus`` actors.
     """
-    defaults = RayExecutor()
-    in_flight = max(1, math.ceil(concurrency / defaults.threads))
-    running = min(in_flight, int(num_cpus / defaults.task_cpus))
-    block = f"{{kind: ray, batch_size: 8, max_in_flight: {in_flight}}}"
-    how = (f"min(max_in_flight {in_flight}, {num_cpus} CPUs / task_cpus {defaults.task_cpus:g}) tasks "
-           f"x {defaults.threads} threads")
-    return block, running * defaults.threads, how
+    d = RayExecutor()
+    running = int(cpus / d.task_cpus + 1e-9)
+    how = f"{cpus:g} CPUs / task_cpus {d.task_cpus:g} = {running} actors x {d.threads} threads"
+    return "{kind: ray}", running * d.threads, how
 
 
 # --------------------------------------------------------------------------- timing
@@ -164,7 +172,9 @@ class Timings:
     """What the wrappers measured during one campaign run."""
 
     phase_s: float = 0.0
+    """The replays and their pairing: from the ledger check to the last pair row."""
     pairing_s: float = 0.0
+    """The pairing left once the last replay was committed (``Pairer.finish``)."""
     executor_s: float = 0.0
     cpu_s: float = 0.0
     """CPU time of this process (all its threads) during the executor's run."""
@@ -177,6 +187,10 @@ class Timings:
     encode_calls: int = 0
     """Calls of the embedding model by the pairing phase's store (each with a batch of texts)."""
     torch_threads: int | None = None
+    batches: list[int] = field(default_factory=list)
+    """Ray: the size of every batch submitted, in order."""
+    warmup_s: float = 0.0
+    """Ray: from the executor's start until every actor had returned a batch."""
 
 
 @contextlib.contextmanager
@@ -215,6 +229,8 @@ def instrumented() -> Iterator[Timings]:
             finally:
                 t.executor_s += time.perf_counter() - start
                 t.cpu_s += _cpu_s() - cpu
+                t.batches += list(getattr(self, "batches", []))
+                t.warmup_s = float(getattr(self, "warmup_s", 0.0))
         return wrapper
 
     def commit(original: Any) -> Any:
@@ -253,7 +269,7 @@ def instrumented() -> Iterator[Timings]:
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(CampaignRun, "_replay_jobs", timed("phase_s")))
-        stack.enter_context(_patched(campaign_results, "pair_rows", timed("pairing_s")))
+        stack.enter_context(_patched(campaign_results.Pairer, "finish", timed("pairing_s")))
         stack.enter_context(_patched(campaign_results, "pair_results", timed("pair_results_s")))
         stack.enter_context(_patched(campaign_run, "EmbeddingStore", store_class))
         stack.enter_context(_patched(Ledger, "commit", commit))
@@ -275,6 +291,7 @@ def _cpu_s() -> float:
 
 @dataclass
 class Run:
+    label: str
     executor: str
     latency_ms: float
     concurrency: int
@@ -285,26 +302,31 @@ class Run:
     total_s: float
     t: Timings
     errors: Counter[str]
+    output: Path
 
     @property
     def ideal_s(self) -> float:
         return self.llm_calls * self.latency_ms / 1000 / self.concurrency
 
     @property
+    def replay_s(self) -> float:
+        """The replay phase: up to the last replay committed (pairing overlapped with it)."""
+        return self.t.phase_s - self.t.pairing_s
+
+    @property
     def efficiency(self) -> float:
-        return self.ideal_s / self.t.phase_s if self.t.phase_s else 0.0
+        return self.ideal_s / self.replay_s if self.replay_s > 0 else 0.0
 
     @property
     def efficiency_with_pairing(self) -> float:
-        both = self.t.phase_s + self.t.pairing_s
-        return self.ideal_s / both if both else 0.0
+        return self.ideal_s / self.t.phase_s if self.t.phase_s else 0.0
 
 
 def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int, latency_ms: float, *,
-            baseline: Path, repeats: int, sample: int | None) -> Run:
+            baseline: Path, repeats: int, sample: int | None, label: str | None = None) -> Run:
     spec = write_spec(folder, name, baseline=baseline, latency_ms=latency_ms, executor=block, repeats=repeats,
                       sample=sample)
-    print(f"  {name}: {executor}, {latency_ms:g} ms ...", file=sys.stderr, flush=True)
+    print(f"  {name}: {label or executor}, {latency_ms:g} ms ...", file=sys.stderr, flush=True)
     with instrumented() as t:
         result = run_campaign(spec, executor=executor, progress_stream=None)
     ledger = Ledger(result.output / "ledger.sqlite")
@@ -312,9 +334,44 @@ def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int
         errors = Counter(str(data["error"]).splitlines()[0][:120] for _, data in ledger.replays() if "error" in data)
     finally:
         ledger.close()
-    return Run(executor=result.executor, latency_ms=latency_ms, concurrency=concurrency, jobs=result.jobs,
-               done=result.done, failed=result.status.get("failed", 0), llm_calls=result.llm_calls,
-               total_s=result.seconds, t=t, errors=errors)
+    return Run(label=label or executor, executor=result.executor, latency_ms=latency_ms, concurrency=concurrency,
+               jobs=result.jobs, done=result.done, failed=result.status.get("failed", 0), llm_calls=result.llm_calls,
+               total_s=result.seconds, t=t, errors=errors, output=result.output)
+
+
+def killed_and_resumed(folder: Path, latency_ms: float, concurrency: int, *, baseline: Path, repeats: int,
+                       sample: int | None, jobs: int) -> Path:
+    """``quiver run`` on the local executor, SIGKILLed once half its jobs are in the ledger,
+    then ``quiver run --resume``; the run folder."""
+    spec = write_spec(folder, "killed", baseline=baseline, latency_ms=latency_ms,
+                      executor=f"{{kind: local, concurrency: {concurrency}}}", repeats=repeats, sample=sample)
+    out = folder / "killed"
+    print(f"  killed: local, {latency_ms:g} ms, SIGKILL at half the jobs, then --resume ...", file=sys.stderr,
+          flush=True)
+    proc = subprocess.Popen([*quiver(), "run", str(spec), "--quiet"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    ledger_path, committed = out / "ledger.sqlite", 0
+    while proc.poll() is None:
+        time.sleep(0.5)
+        if ledger_path.is_file():
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(ledger_path)) as db:
+                committed = db.execute("SELECT COUNT(*) FROM replays").fetchone()[0]
+            if committed >= jobs // 2:
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait()
+    if committed < jobs // 2:
+        sys.exit(f"the run to kill ended before half its jobs were committed: {proc.stderr.read()[-2000:]}")
+    resumed = subprocess.run([*quiver(), "run", str(spec), "--resume", "--quiet"], capture_output=True, text=True,
+                             check=False)
+    if resumed.returncode not in (0, 1):
+        sys.exit(f"quiver run --resume failed: {resumed.stderr[-2000:]}")
+    print(f"    killed with {committed} of {jobs} jobs in the ledger; resumed", file=sys.stderr, flush=True)
+    return out
+
+
+def digest(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
 
 
 # --------------------------------------------------------------------------- report
@@ -322,19 +379,20 @@ def run_one(folder: Path, name: str, executor: str, block: str, concurrency: int
 
 def print_table(runs: list[Run]) -> None:
     print(f"{'executor':<9} {'jobs':>5} {'LLM calls':>9} {'latency':>8} {'concurrency':>11} {'ideal s':>8} "
-          f"{'actual s':>8} {'efficiency':>10}  {'pairing s':>9} {'with pairing':>12}  {'(runner total s)':>16}")
+          f"{'replays s':>9} {'efficiency':>10}  {'+ pairing left s':>16} {'end to end':>10}  {'(runner total s)':>16}")
     for r in runs:
-        print(f"{r.executor:<9} {r.jobs:>5} {r.llm_calls:>9} {r.latency_ms:>6g}ms {r.concurrency:>11} "
-              f"{r.ideal_s:>8.1f} {r.t.phase_s:>8.1f} {f'{r.efficiency:.3f}' if r.latency_ms else '-':>10}  "
-              f"{r.t.pairing_s:>9.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>12}  "
+        print(f"{r.label:<9} {r.jobs:>5} {r.llm_calls:>9} {r.latency_ms:>6g}ms {r.concurrency:>11} "
+              f"{r.ideal_s:>8.1f} {r.replay_s:>9.1f} {f'{r.efficiency:.3f}' if r.latency_ms else '-':>10}  "
+              f"{r.t.pairing_s:>16.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>10}  "
               f"{r.total_s:>16.1f}")
 
 
 def print_breakdown(r: Run, zero: Run | None) -> None:
     t, n = r.t, max(r.done, 1)
     emb = t.embedding
-    print(f"{r.executor} at {r.latency_ms:g} ms: replay phase {t.phase_s:.1f} s "
-          f"(executor.run {t.executor_s:.1f} s; ledger check and set-up {t.phase_s - t.executor_s:.1f} s); "
+    print(f"{r.label} at {r.latency_ms:g} ms: replay phase {r.replay_s:.1f} s "
+          f"(executor.run {t.executor_s:.1f} s; ledger check, set-up and last commits "
+          f"{r.replay_s - t.executor_s:.1f} s), pairing left after it {t.pairing_s:.1f} s; "
           f"{r.done} pairs, {r.failed} failed, {r.llm_calls / n:.2f} LLM calls per pair")
     for error, count in r.errors.most_common(3):
         print(f"  failed x{count}: {error}")
@@ -343,7 +401,7 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
     print(f"  ledger: {t.commits} transactions ({r.done / max(t.commits, 1):.1f} replays each), "
           f"{t.commit_s:.1f} s in a thread of its own ({1000 * t.commit_s / n:.1f} ms/replay)")
     embedded, calls = emb.get("embedded", 0), max(t.encode_calls, 1)
-    print(f"  pairing phase {t.pairing_s:.1f} s ({1000 * t.pairing_s / n:.1f} ms/pair): pair_results "
+    print(f"  pairing (overlapped with the replays; {t.pairing_s:.1f} s left after the last one): pair_results "
           f"{t.pair_results_s:.1f} s, of which embedding model load {emb.get('load_seconds', 0):.1f} s, encoding "
           f"{emb.get('encode_seconds', 0):.1f} s: {embedded:.0f} texts embedded ({emb.get('cache_hits', 0):.0f} from "
           f"cache) in {t.encode_calls} model calls, {embedded / calls:.1f} texts and "
@@ -356,21 +414,26 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
               f"{busy / max(t.executor_s, 1e-9):.1f} replays in flight on average of {r.concurrency}")
     if zero is not None:
         z, zn = zero.t, max(zero.done, 1)
-        print(f"  the same jobs at 0 ms (no LLM wait: the engine's own cost): replay phase {z.phase_s:.1f} s = "
-              f"{1000 * z.phase_s / zn:.1f} ms/replay, {zn / max(z.phase_s, 1e-9):.1f} replays/s; ledger "
+        print(f"  the same jobs at 0 ms (no LLM wait: the engine's own cost): replay phase {zero.replay_s:.1f} s = "
+              f"{1000 * zero.replay_s / zn:.1f} ms/replay, {zn / max(zero.replay_s, 1e-9):.1f} replays/s; ledger "
               f"{1000 * z.commit_s / zn:.1f} ms/replay in {z.commits} transactions; driver process "
               f"{z.cpu_s / max(z.executor_s, 1e-9):.2f} cores busy"
               + (f"; replays {1000 * sum(z.replay_s) / len(z.replay_s):.0f} ms each, "
                  f"{sum(z.replay_s) / max(z.executor_s, 1e-9):.1f} in flight" if z.replay_s else ""))
     bounds = {"the ideal (LLM calls x latency / concurrency)": r.ideal_s}
     if zero is not None:
-        bounds["the same jobs at 0 ms (the engine's own cost)"] = zero.t.phase_s
+        bounds["the same jobs at 0 ms (the engine's own cost)"] = zero.replay_s
     print("  lower bounds on the replay phase: " + "; ".join(f"{k} {v:.1f} s" for k, v in bounds.items()))
     if r.efficiency < 0.9:
         worst = max(bounds, key=bounds.__getitem__)
         print(f"  efficiency {r.efficiency:.3f} < 0.9: the largest bound is {worst}, "
-              f"{bounds[worst]:.1f} s = {100 * bounds[worst] / max(t.phase_s, 1e-9):.0f}% of the phase; "
-              f"{t.phase_s - bounds[worst]:.1f} s of the phase is above it")
+              f"{bounds[worst]:.1f} s = {100 * bounds[worst] / max(r.replay_s, 1e-9):.0f}% of the phase; "
+              f"{r.replay_s - bounds[worst]:.1f} s of the phase is above it")
+    if t.batches:
+        sizes = sorted(t.batches)
+        print(f"  ray batches: {len(t.batches)} calls; first {t.batches[:3]}, median {sizes[len(sizes) // 2]}, "
+              f"largest {sizes[-1]}, last {t.batches[-3:]}; every actor had returned a batch "
+              f"{t.warmup_s:.1f} s after the start")
 
 
 # --------------------------------------------------------------------------- main
@@ -380,10 +443,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replays", type=int, default=3000, help="jobs in the campaign, about (3000)")
     parser.add_argument("--latency-ms", type=float, default=500.0, help="fixed latency per simulated call (500)")
-    parser.add_argument("--concurrency", type=int, default=64, help="replays at once (64)")
+    parser.add_argument("--concurrency", type=int, default=64, help="local replays at once (64)")
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray (local,ray)")
-    parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local Ray instance (2)")
+    parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of each Ray node (2)")
+    parser.add_argument("--ray-nodes", default="1",
+                        help="comma-separated node counts of simulated Ray clusters (ray.cluster_utils.Cluster), "
+                             "for example 1,2,4; 1 alone: a plain local instance (1)")
     parser.add_argument("--no-zero", action="store_true", help="skip the 0 ms runs of the same jobs")
+    parser.add_argument("--no-resume", action="store_true", help="skip the killed-then-resumed run")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 replays at 100 ms")
     args = parser.parse_args()
     if args.quick:
@@ -392,6 +459,7 @@ def main() -> int:
     unknown = set(executors) - {"local", "ray"}
     if unknown:
         parser.error(f"--executors takes local and ray; got {', '.join(sorted(unknown))}")
+    node_counts = [int(n) for n in args.ray_nodes.split(",")]
 
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="quiver-bench-campaign-") as tmp:
@@ -404,24 +472,26 @@ def main() -> int:
               f"({', '.join(f'{k} {v}' for k, v in eligible.items())} of the baseline) x steps "
               f"({', '.join(f'{k} {v}' for k, v in STEPS.items())})")
         runs: list[tuple[Run, Run | None]] = []
+        sized = {"baseline": baseline, "repeats": repeats, "sample": sample}
         for executor in executors:
-            if executor == "ray":
-                import ray
-
-                if not ray.is_initialized():
-                    # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
-                    ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False)
-                block, concurrency, how = ray_slots(args.concurrency, args.ray_cpus)
-                print(f"ray: effective concurrency {concurrency} = {how}")
-            else:
-                block, concurrency = f"{{kind: local, concurrency: {args.concurrency}}}", args.concurrency
-            latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
-            done = [
-                run_one(folder, f"{executor}-{ms:g}ms", executor, block, concurrency, ms, baseline=baseline,
-                        repeats=repeats, sample=sample)
-                for ms in latencies
-            ]
-            runs.append((done[0], done[1] if len(done) > 1 else None))
+            if executor == "local":
+                block = f"{{kind: local, concurrency: {args.concurrency}}}"
+                latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
+                done = [run_one(folder, f"local-{ms:g}ms", "local", block, args.concurrency, ms, **sized)
+                        for ms in latencies]
+                runs.append((done[0], done[1] if len(done) > 1 else None))
+                continue
+            for nodes in node_counts:
+                with ray_cluster(nodes, args.ray_cpus, simulated=node_counts != [1]):
+                    block, concurrency, how = ray_slots(nodes * args.ray_cpus)
+                    label = "ray" if node_counts == [1] else f"ray x{nodes}"
+                    print(f"{label}: effective concurrency {concurrency} = {how}")
+                    latencies = [args.latency_ms] if args.no_zero or nodes > 1 else [args.latency_ms, 0.0]
+                    done = [run_one(folder, f"ray{nodes}-{ms:g}ms", "ray", block, concurrency, ms, label=label,
+                                    **sized) for ms in latencies]
+                    runs.append((done[0], done[1] if len(done) > 1 else None))
+        killed = None if args.no_resume else killed_and_resumed(
+            folder, args.latency_ms, args.concurrency, jobs=jobs, **sized)
         print()
         print(f"load average (1, 5, 15 min) at the start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
               f"at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
@@ -430,7 +500,46 @@ def main() -> int:
         for at_latency, at_zero in runs:
             print()
             print_breakdown(at_latency, at_zero)
+        print()
+        outputs = [(r.label + f" {r.latency_ms:g} ms", r.output) for pair in runs for r in pair if r is not None]
+        if killed is not None:
+            outputs.append(("local, killed then resumed", killed))
+        same_latency = [(label, out) for label, out in outputs if not label.endswith(" 0 ms")]
+        digests = {label: digest(out / "campaign.json") for label, out in same_latency}
+        for label, value in digests.items():
+            print(f"campaign.json md5 {value}  {label}")
+        print("campaign.json " + ("byte-identical across these runs" if len(set(digests.values())) == 1
+                                  else "DIFFERS between runs"))
     return 0
+
+
+@contextlib.contextmanager
+def ray_cluster(nodes: int, cpus: int, *, simulated: bool) -> Iterator[None]:
+    """A local Ray instance, or a simulated cluster of ``nodes`` nodes of ``cpus`` CPUs on
+    this machine (``ray.cluster_utils.Cluster``); shut down afterwards."""
+    import ray
+
+    if not simulated:
+        if not ray.is_initialized():
+            # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "object_store_memory": 300 * 2**20})
+    try:
+        for _ in range(nodes - 1):
+            cluster.add_node(num_cpus=cpus, object_store_memory=300 * 2**20)
+        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+        cluster.wait_for_nodes()
+        yield
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 if __name__ == "__main__":

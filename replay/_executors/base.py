@@ -10,18 +10,20 @@ where or in which order the jobs ran.
 * :class:`LocalExecutor`: threads in this process, at most ``concurrency`` replays at
   once (LLM calls are I/O bound).
 * :class:`RayExecutor`: a local Ray instance (``ray.init``) or a cluster (``address``).
-  Jobs go out in batches of ``batch_size`` per task, spread over the nodes; at most
-  ``max_in_flight`` tasks are pending at any time (back-pressure); a task whose worker
-  dies is retried by Ray (``max_retries``) and then resubmitted once more by the driver
-  before its jobs are reported failed.
+  Long-lived actors, spread over the nodes, each replay ``threads`` batches at once
+  from a queue the driver keeps full; batches are sized from the measured replay time.
+  An actor whose process dies is restarted by Ray (``max_retries``) and its batches in
+  flight are resubmitted once more before their jobs are reported failed.
 
 Both stop submitting when ``should_stop()`` turns true (a budget reached) and finish
 what is in flight.
 
 **Registry.** Executors register by class decorator under the name a spec's
 ``executor.kind`` and ``quiver run --executor`` use; an executor builds itself from the
-spec's ``executor:`` block (:meth:`Executor.from_settings`) and says how many machines
-ran its jobs (:meth:`Executor.nodes_used`). Third-party executors come in through the
+spec's ``executor:`` block (:meth:`Executor.from_settings`), says how many machines
+ran its jobs (:meth:`Executor.nodes_used`), and may start its workers early and stop
+them (:meth:`Executor.start`, :meth:`Executor.close`: a campaign starts it before
+loading its baseline). Third-party executors come in through the
 entry-point group ``quiver.executors`` (an :class:`Executor` subclass, or a module that
 registers one), loaded the first time a name is not found::
 
