@@ -445,10 +445,8 @@ class EmbeddingStore:
         groups: dict[str, tuple[str | None, list[str]]] = {}
         if window_keys is None or not missing:
             return {text: (None, []) for text in missing}
-        load_before = float(getattr(self.embedder, "load_seconds", 0.0))
-        start = time.perf_counter()
-        keys = [f"{self.embedder.name}:{k}" if k is not None else None for k in window_keys(missing)]
-        self._account(start, load_before)
+        with self._timed():
+            keys = [f"{self.embedder.name}:{k}" if k is not None else None for k in window_keys(missing)]
         windowed = [(t, k) for t, k in zip(missing, keys, strict=True) if k is not None]
         if windowed and self._cache is not None:
             cut = [t for t, _ in windowed]
@@ -470,17 +468,22 @@ class EmbeddingStore:
                 groups[text] = (key, [])
         return groups
 
-    def _account(self, start: float, load_before: float) -> None:
-        elapsed = time.perf_counter() - start
-        loaded = float(getattr(self.embedder, "load_seconds", 0.0)) - load_before
-        self._load_seconds += loaded
-        self._encode_seconds += elapsed - loaded
-
-    def _embed(self, batch: list[str], groups: dict[str, tuple[str | None, list[str]]]) -> None:
+    @contextlib.contextmanager
+    def _timed(self) -> Iterator[None]:
+        """Count the block's time as encoding, less what the embedder spent loading its model."""
         load_before = float(getattr(self.embedder, "load_seconds", 0.0))
         start = time.perf_counter()
-        vectors = np.asarray(self.embedder.encode(batch), dtype=np.float32)
-        self._account(start, load_before)
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            loaded = float(getattr(self.embedder, "load_seconds", 0.0)) - load_before
+            self._load_seconds += loaded
+            self._encode_seconds += elapsed - loaded
+
+    def _embed(self, batch: list[str], groups: dict[str, tuple[str | None, list[str]]]) -> None:
+        with self._timed():
+            vectors = np.asarray(self.embedder.encode(batch), dtype=np.float32)
         _check_shape(vectors, len(batch), self.embedder.name)
         self._embedded += len(batch)
         rows: list[tuple[str, bytes]] = []

@@ -199,8 +199,13 @@ def _unique_comparisons(
         for node in nodes:
             for x, y in zip(a.outputs.get(node, none), b.outputs.get(node, none), strict=False):
                 if x != y:
-                    out[(node, x, y) if x < y else (node, y, x)] = None
+                    out[_comparison_key(node, x, y)] = None
     return list(out)
+
+
+def _comparison_key(node: str, x: str, y: str) -> tuple[str, str, str]:
+    """The key of comparing two (canonical JSON) outputs of ``node``: the same either way round."""
+    return (node, x, y) if x < y else (node, y, x)
 
 
 def _texts_needed(comparisons: list[tuple[str, str, str]], graph: PipelineGraph, parsed: _Parsed) -> list[str]:
@@ -316,7 +321,7 @@ def _node_distance(
         x, y = xs[0], ys[0]
         if x == y:
             return 0.0, {f: 0.0 for f in _present(x, tuple(names))}
-        return results[(node, x, y) if x < y else (node, y, x)]
+        return results[_comparison_key(node, x, y)]
     totals: list[float] = []
     per_field: dict[str, list[float]] = {f: [] for f in names}
     for k in range(max(len(xs), len(ys))):
@@ -330,7 +335,7 @@ def _node_distance(
             for f in _present(xs[k], tuple(names)):
                 per_field[f].append(0.0)
             continue
-        total, fs = results[(node, *sorted((xs[k], ys[k])))]  # type: ignore[index]
+        total, fs = results[_comparison_key(node, xs[k], ys[k])]
         totals.append(total)
         for f in names:
             if f in fs:

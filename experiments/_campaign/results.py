@@ -60,7 +60,7 @@ class Pairer(threading.Thread):
         graph: The baseline's graph.
         jobs: Every job, in job order.
         steps: Job id -> ladder step.
-        done: Job ids already in the ledger.
+        done: Job ids already in the ledger (all of them jobs of ``jobs``).
         on_paired: Called with the number of replays of each block paired while the
             executor runs (for the progress line).
     """
@@ -76,9 +76,8 @@ class Pairer(threading.Thread):
         self.blocks = [ordered[i:i + PAIR_CHUNK] for i in range(0, len(ordered), PAIR_CHUNK)]
         self._block_of = {j.job_id: k for k, block in enumerate(self.blocks) for j in block}
         self._open = [len(block) for block in self.blocks]
-        for job_id in done:
-            if job_id in self._block_of:
-                self._open[self._block_of[job_id]] -= 1
+        for job_id in done:  # a subset of the jobs: the campaign refuses a ledger of another spec first
+            self._open[self._block_of[job_id]] -= 1
         self.rows: list[PairRow] = []
         self.paired_blocks = 0
         self.error: BaseException | None = None
@@ -151,12 +150,9 @@ class Pairer(threading.Thread):
     def _pair_block(self, block: list[ReplayJob], found: list[tuple[str, dict[str, Any]]], store: Any,
                     writer: TraceWriter) -> None:
         spec = self.run_.spec
-        if [job_id for job_id, _ in found] != [j.job_id for j in block]:
-            strange = sorted({job_id for job_id, _ in found} - set(self._block_of))
+        if [job_id for job_id, _ in found] != [j.job_id for j in block]:  # jobs of another spec are refused earlier
             raise QuiverError(
-                f"{self.ledger.path} holds job {strange[0]!r}, which this spec does not make; "
-                "was the spec edited since the campaign started? Run it into a new output folder"
-                if strange else f"{self.ledger.path} lacks replays of jobs {block[0].seq}-{block[-1].seq} that it "
+                f"{self.ledger.path} does not hold the replays of jobs {block[0].seq}-{block[-1].seq} that it "
                 "reported done; run the campaign into a new output folder"
             )
         jobs_by_id, by_id = self.jobs_by_id, self.by_id

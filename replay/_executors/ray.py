@@ -11,7 +11,7 @@ from typing import Any
 
 from quiver._errors import QuiverError
 
-from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, quiet_collector, worker_for
+from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, run_jobs
 
 __all__ = ["RayExecutor"]
 
@@ -27,17 +27,12 @@ class _ReplayActor:
         import quiver.perturbations
         import quiver.replay._replayer  # noqa: F401  (the replayer, the LLM client and the SDK)
 
-    def ready(self) -> bool:
-        return True
-
     def replay(self, context: ReplayContext, jobs: list[ReplayJob]) -> dict[str, Any]:
-        """Replay ``jobs``; report which node ran them and how long it took."""
+        """Replay ``jobs`` in turn; report which node ran them and how long it took."""
         import ray
 
         start = time.perf_counter()
-        worker = worker_for(context)
-        with quiet_collector():
-            results = [(job.job_id, worker.run(job)) for job in jobs]
+        results = run_jobs(context, jobs)
         return {"node": ray.get_runtime_context().get_node_id(), "results": results,
                 "seconds": time.perf_counter() - start}
 
