@@ -6,8 +6,8 @@ for (sentence-transformers sorts them by length itself), with the model's load: 
 can embed those texts faster on this machine. Each side runs in a fresh Python process
 (interpreter start, imports and model load included on both sides), after one process
 that imports torch and sentence-transformers once so both find them in the page cache;
-the times are wall times of those processes, measured here. Each side runs twice,
-interleaved (cold, floor, cold, floor), and the least time of each side is used: the
+the times are wall times of those processes, measured here. Each side runs three
+times, interleaved (cold, floor, cold, floor, ...), and the least time of each side is used: the
 run least disturbed by other work on the machine (all are printed).
 
 Three corpora (see ``benchmarks/_corpora.py``):
@@ -48,7 +48,7 @@ import numpy as np
 from _corpora import long_corpus, short_corpus  # benchmarks/, first on the path
 
 HERE = Path(__file__).resolve()
-ROUNDS = 2
+ROUNDS = 3
 """Runs of each side of a cold / floor ratio, interleaved."""
 
 

@@ -55,6 +55,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rapidfuzz.distance import Levenshtein as _rapidfuzz_levenshtein
+
 from quiver._canonical import canonical_json, to_jsonable
 from quiver._errors import QuiverError
 from quiver._graph import FieldSpec, NodeSpec, infer_field
@@ -167,15 +169,16 @@ def output_distance(
     side_a = a if isinstance(a, Mapping) else {}
     side_b = b if isinstance(b, Mapping) else {}
     per_field: dict[str, float] = {}
-    weights: dict[str, float] = {}
+    total = weighted = 0.0
     for name, spec in node.fields.items():
         field_d: float | None
         if memo is None:
             field_d = _present_distance(spec, side_a, side_b, name, text, name)
         else:
             va, vb = side_a.get(name, _ABSENT), side_b.get(name, _ABSENT)
-            if type(va) in _MEMO_TYPES and type(vb) in _MEMO_TYPES:
-                key = (name, type(va), va, type(vb), vb)  # the types keep 1, 1.0 and True apart
+            ta, tb = type(va), type(vb)
+            if ta in _MEMO_TYPES and tb in _MEMO_TYPES:
+                key = (name, ta, va, tb, vb)  # the types keep 1, 1.0 and True apart
                 field_d = memo.get(key, _MISSING)
                 if field_d is _MISSING:
                     field_d = memo[key] = _present_distance(spec, side_a, side_b, name, text, name)
@@ -183,8 +186,10 @@ def output_distance(
                 field_d = _present_distance(spec, side_a, side_b, name, text, name)
         if field_d is not None:
             per_field[name] = field_d
-            weights[name] = spec.effective_weight
-    return _weighted_mean(per_field, weights), per_field
+            weight = spec.effective_weight
+            total += weight
+            weighted += weight * field_d
+    return (weighted / total if total > 0 else 0.0), per_field
 
 
 class _Absent:
@@ -514,21 +519,24 @@ def edit_distance(a: Sequence[str], b: Sequence[str]) -> float:
     return _levenshtein(a, b) / longest
 
 
-def _levenshtein(a: Sequence[str], b: Sequence[str]) -> int:
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
+def _levenshtein(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Unit-cost Levenshtein distance over elements (compared with ``==``).
+
+    Elements are replaced by small integer codes (equal elements, equal codes) before
+    rapidfuzz's C implementation runs: it compares hashes, and codes make that exact.
+    """
+    start, shortest = 0, min(len(a), len(b))
+    while start < shortest and a[start] == b[start]:
         start += 1
     end_a, end_b = len(a), len(b)
     while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
         end_a, end_b = end_a - 1, end_b - 1
-    a, b = a[start:end_a], b[start:end_b]
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
+    if start == end_a or start == end_b:
+        return (end_a - start) + (end_b - start)
+    codes: dict[Any, int] = {}
+    ca = [codes.setdefault(x, len(codes)) for x in a[start:end_a]]
+    cb = [codes.setdefault(y, len(codes)) for y in b[start:end_b]]
+    return int(_rapidfuzz_levenshtein.distance(ca, cb))
 
 
 def footrule_distance(a: Sequence[str], b: Sequence[str]) -> float:

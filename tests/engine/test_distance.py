@@ -6,6 +6,7 @@ embedding model is exercised in test_embed.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -124,6 +125,34 @@ def test_list_is_the_normalised_levenshtein_distance() -> None:
     assert d("list", [], []) == 0.0
     assert d("list", ["x"], []) == 1.0
     assert d("list", [{"q": 1}, {"q": 2}], [{"q": 1}, {"q": 3}]) == pytest.approx(1 / 2)
+
+
+def _textbook_levenshtein(a: list[Any], b: list[Any]) -> int:
+    """The Wagner-Fischer table, written out, to check the C implementation against."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def test_list_distance_equals_the_textbook_table_on_random_lists() -> None:
+    import random
+
+    rng = random.Random(5)
+    alphabet: list[Any] = ["a", "b", "c", 1, 1.0, True, {"q": 1}, {"q": 2}, [1, 2], None]
+    for _ in range(2000):
+        a = [rng.choice(alphabet) for _ in range(rng.randint(0, 9))]
+        b = [rng.choice(alphabet) for _ in range(rng.randint(0, 9))]
+        # 1, 1.0 and True stay three different elements, as their canonical JSON would make them
+        expected = _textbook_levenshtein([_key(x) for x in a], [_key(y) for y in b])
+        assert d("list", a, b) == pytest.approx(expected / max(len(a), len(b), 1), abs=0), (a, b)
+
+
+def _key(x: Any) -> str:
+    return type(x).__name__ + ":" + json.dumps(x, sort_keys=True)
 
 
 def test_rank_list_is_the_normalised_footrule() -> None:
