@@ -13,6 +13,8 @@ import pytest
 from quiver.replay import LLMClient, RetryPolicy, Simulator, SimulatorConfig
 
 TESTS = Path(__file__).parent
+if str(TESTS) not in sys.path:  # shared test helpers (fuzzing.py) import by name
+    sys.path.insert(0, str(TESTS))
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +77,14 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
         sys.modules.pop(module, None)
     for registry in _registries():
         registry.forget_entry_points()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print how many cases each fuzz suite tried (tests/fuzzing.py)."""
+    fuzzing = sys.modules.get("fuzzing")
+    cases = getattr(fuzzing, "CASES", None)
+    if cases:
+        total = sum(cases.values())
+        terminalreporter.write_sep("-", f"fuzz: {total} cases tried")
+        for suite, n in sorted(cases.items()):
+            terminalreporter.write_line(f"  {suite}: {n}")
