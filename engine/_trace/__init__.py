@@ -1,7 +1,8 @@
 """The trace format (v1) and everything that reads, writes, redacts and compares it.
 
 * ``model``: :class:`Trace`, :class:`NodeCall` and the replay-contract records;
-* ``io``: streaming JSONL reading (a bad line costs only itself) and byte-stable writing;
+* ``io``: streaming JSONL reading (a bad line costs only itself, a damaged file gives
+  the lines before the damage and one error) and byte-stable writing;
 * ``redact``: secrets removed when anything is written, never later;
 * ``diff``: field diffs between a recorded and a replayed call, and replay divergences.
 """
@@ -9,7 +10,19 @@
 from __future__ import annotations
 
 from .diff import PERTURBED_TAG, Divergence, FieldDiff, TargetReport, call_diff, call_names, diff_values, trace_diff
-from .io import TraceLoad, TraceWriter, format_loc, iter_traces, load_traces, trace_to_line, write_traces
+from .io import (
+    MAX_NESTING,
+    TraceLoad,
+    TraceWriter,
+    check_trace_file,
+    format_loc,
+    iter_lines,
+    iter_traces,
+    load_traces,
+    parse_line,
+    trace_to_line,
+    write_traces,
+)
 from .model import (
     SCHEMA_VERSION,
     CallError,
@@ -22,6 +35,7 @@ from .model import (
     RetrievalDoc,
     ToolStep,
     Trace,
+    call_graph_problems,
     trace_json_schema,
 )
 from .redact import RedactingFilter, RedactionConfig, Redactor
@@ -39,6 +53,11 @@ __all__ = [
     "NodeCall",
     "Trace",
     "trace_json_schema",
+    "call_graph_problems",
+    "MAX_NESTING",
+    "check_trace_file",
+    "iter_lines",
+    "parse_line",
     "iter_traces",
     "load_traces",
     "TraceLoad",

@@ -1,10 +1,13 @@
 """Reading and writing trace corpora: JSON Lines, one trace a line, ``.gz`` accepted.
 
 Reading streams: a corpus is never held in memory unless asked for. A line that
-cannot be read gives one :class:`~quiver.TraceFormatError` naming the file, the line
-and the field, and the other lines still load. Writing is append-only and flushed per
-line, redacted before it touches the disk, and byte-stable: reading a file this module
-wrote and writing it again gives the same bytes.
+cannot be read (not UTF-8, not JSON, nested deeper than :data:`MAX_NESTING`, not a v1
+trace, calls whose parents do not form a graph) gives one
+:class:`~quiver.TraceFormatError` naming the file, the line and the field, and the
+other lines still load. A file whose bytes cannot be read on (a ``.gz`` that is not
+gzip, or is truncated or damaged) gives the lines before the damage, then one error.
+Writing is append-only and flushed per line, redacted before it touches the disk, and
+byte-stable: reading a file this module wrote and writing it again gives the same bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import gzip
 import io
 import json
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,22 +26,32 @@ from typing import IO, Any, Literal
 from pydantic import ValidationError
 
 from quiver._canonical import dumps_line
-from quiver._errors import TraceFormatError
+from quiver._errors import QuiverError, TraceFormatError
 
-from .model import SCHEMA_VERSION, Trace
+from .model import SCHEMA_VERSION, Trace, call_graph_problems, printable
 from .redact import Redactor
 
 __all__ = [
+    "MAX_NESTING",
     "iter_traces",
+    "iter_lines",
+    "parse_line",
     "load_traces",
     "TraceLoad",
     "TraceWriter",
     "write_traces",
     "trace_to_line",
     "format_loc",
+    "check_trace_file",
 ]
 
 OnError = Literal["raise", "skip"] | Callable[[TraceFormatError], None]
+
+MAX_NESTING = 200
+"""The deepest nesting of JSON arrays and objects a trace line may have. Deeper data
+would exhaust the stack of the code that walks it (hashing, distances, redaction)."""
+
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def format_loc(loc: Iterable[Any]) -> str:
@@ -46,7 +61,8 @@ def format_loc(loc: Iterable[Any]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            name = printable(str(part), 40)
+            out += f".{name}" if out else name
     return out
 
 
@@ -65,32 +81,215 @@ def _open_text(path: Path, mode: str) -> IO[str]:
     return open(path, mode, encoding="utf-8", newline="\n")
 
 
-def _parse_line(text: str, file: str, lineno: int) -> Trace:
+# --------------------------------------------------------------------------- reading
+
+
+def check_trace_file(path: str | os.PathLike[str]) -> Path:
+    """Return ``path`` when it is a file this process can open, else raise one
+    :class:`~quiver.QuiverError` saying why not (missing, a folder, not readable)."""
+    p = Path(path)
     try:
-        obj = json.loads(text.rstrip("\r\n"))
+        with open(p, "rb"):
+            pass
+    except OSError as exc:
+        raise QuiverError(_open_problem(p, exc)) from None
+    return p
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"trace file {path} does not exist"
+    if isinstance(exc, IsADirectoryError) or path.is_dir():
+        return f"{path} is a folder, not a trace file; give the .jsonl (or .jsonl.gz) file inside it"
+    if isinstance(exc, PermissionError):
+        return f"trace file {path} cannot be read: permission denied"
+    return f"trace file {path} cannot be read: {exc.strerror or exc}"
+
+
+def _damage(path: Path, exc: BaseException, lines_read: int) -> TraceFormatError:
+    """The error of a file whose bytes stop being readable after ``lines_read`` lines."""
+    before = f"the {lines_read} line(s) before it were read" if lines_read else "no line could be read"
+    if isinstance(exc, EOFError):
+        reason = f"the gzip data ends early (the file is truncated); {before}"
+    elif isinstance(exc, gzip.BadGzipFile) and "Not a gzipped file" in str(exc):
+        if lines_read:
+            reason = f"bytes that are not gzip follow the compressed data; {before}"
+        else:
+            reason = "not a gzip file, though its name ends in .gz; a plain JSONL file must not be named .gz"
+    elif isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        reason = f"the gzip data is damaged ({exc}); {before}"
+    else:
+        reason = f"the file cannot be read on ({exc}); {before}"
+    return TraceFormatError(str(path), lines_read + 1, None, reason)
+
+
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """The raw lines of a trace file (gunzipped when it ends in ``.gz``) with their
+    1-based numbers, the newline kept.
+
+    Raises:
+        QuiverError: The file cannot be opened (missing, a folder, not readable).
+        TraceFormatError: The bytes stop being readable (a ``.gz`` that is not gzip,
+            or is truncated or damaged): raised after the lines before the damage.
+    """
+    p = Path(path)
+    try:
+        raw = open(p, "rb")
+    except OSError as exc:
+        raise QuiverError(_open_problem(p, exc)) from None
+    with raw:
+        if p.suffix != ".gz" and raw.peek(2)[:2] == _GZIP_MAGIC:
+            raise TraceFormatError(str(p), 1, None, "gzip-compressed data in a file not named .gz; name it .jsonl.gz")
+        fh: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if p.suffix == ".gz" else raw  # type: ignore[assignment]
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline()
+            except (OSError, EOFError, zlib.error) as exc:
+                raise _damage(p, exc, lineno) from None
+            if not line:
+                return
+            lineno += 1
+            yield lineno, line
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _too_deep(value: Any, depth: int = 0) -> bool:
+    """Whether the arrays and objects of ``value`` (one of them) nest deeper than
+    :data:`MAX_NESTING` (recursive, but never deeper than that itself; scalars are
+    not visited)."""
+    if depth >= MAX_NESTING:
+        return True
+    items: Iterable[Any] = value.values() if type(value) is dict else value
+    for item in items:
+        kind = type(item)
+        if (kind is dict or kind is list) and _too_deep(item, depth + 1):
+            return True
+    return False
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: the only way a lone one gets into parsed text."""
+
+
+def _too_deep_or_unencodable(obj: dict[str, Any], text: str) -> str | None:
+    """Why parsed JSON cannot be a trace's data, or None: nesting deeper than
+    :data:`MAX_NESTING`, or a string holding a lone surrogate (``\\ud800`` escapes),
+    which no UTF-8 file can hold."""
+    if text.count("[") + text.count("{") > MAX_NESTING and _too_deep(obj):
+        return f"nested deeper than {MAX_NESTING} levels of arrays and objects"
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return None
+    stack: list[Any] = [obj]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if any(_lone_surrogate(key) for key in value):
+                return "a key holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), not text"
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and _lone_surrogate(value):
+            return "a string holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), not text"
+    return None
+
+
+def _lone_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _where(obj: Any, reason: str) -> str | None:
+    """The field path of the first value :func:`_too_deep_or_unencodable` objects to
+    (a second, slower walk that runs only on a bad line)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(obj, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, (dict, list)):
+            if len(path) >= MAX_NESTING and reason.startswith("nested"):
+                return format_loc(path[:6]) + (" ..." if len(path) > 6 else "")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in reversed(list(items)):
+                if isinstance(key, str) and _lone_surrogate(key) and "key" in reason:
+                    return format_loc(path) or None
+                stack.append((item, (*path, key)))
+        elif isinstance(value, str) and _lone_surrogate(value) and "string" in reason:
+            return format_loc(path) or None
+    return None
+
+
+def _decode(raw: bytes, file: str, lineno: int) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start]
+        raise TraceFormatError(
+            file, lineno, None, f"not UTF-8: byte 0x{byte:02x} at byte {exc.start + 1} of the line ({exc.reason})"
+        ) from None
+    return text.removeprefix("\ufeff") if lineno == 1 else text
+
+
+def parse_line(line: str | bytes, file: str, lineno: int) -> Trace:
+    """Read one line of a trace file as a :class:`Trace`.
+
+    Raises:
+        TraceFormatError: What is wrong with the line, where (file, line, field).
+    """
+    text = _decode(line, file, lineno) if isinstance(line, bytes) else line
+    try:
+        obj = json.loads(text.rstrip("\r\n"), parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(file, lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise TraceFormatError(
+            file, lineno, None, f"not readable JSON: nested deeper than {MAX_NESTING} levels of arrays and objects"
+        ) from None
+    except ValueError as exc:  # NaN and Infinity; integers of more than 4300 digits
+        reason = "an integer of more than 4300 digits" if "integer string conversion" in str(exc) else str(exc)
+        raise TraceFormatError(file, lineno, None, f"not valid JSON here: {reason}") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(file, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+    problem = _too_deep_or_unencodable(obj, text)
+    if problem is not None:
+        raise TraceFormatError(file, lineno, _where(obj, problem), problem)
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
         reason = (
             "missing; every trace line carries schema_version 1"
             if version is None
-            else f"unsupported version {version!r}; this engine reads version {SCHEMA_VERSION}"
+            else f"unsupported version {json.dumps(version)[:40]}; this engine reads version {SCHEMA_VERSION}"
         )
         raise TraceFormatError(file, lineno, "schema_version", reason)
     try:
-        return Trace.model_validate(obj)
+        trace = Trace.model_validate(obj)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        first = errors[0]
-        reason = first["msg"]
-        if "input" in first and first["type"] != "missing":
-            reason += f", got {json.dumps(first['input'], default=str)[:80]}"
-        if len(errors) > 1:
-            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise TraceFormatError(file, lineno, format_loc(first["loc"]) or None, reason) from None
+        raise _validation_error(exc, file, lineno) from None
+    problems = call_graph_problems(trace)
+    if problems:
+        where, reason = problems[0]
+        if len(problems) > 1:
+            reason += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+        raise TraceFormatError(file, lineno, where, reason)
+    return trace
+
+
+def _validation_error(exc: ValidationError, file: str, lineno: int) -> TraceFormatError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    reason = first["msg"]
+    if "input" in first and first["type"] != "missing":
+        reason += f", got {json.dumps(first['input'], default=str)[:80]}"
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return TraceFormatError(file, lineno, format_loc(first["loc"]) or None, reason)
 
 
 def iter_traces(path: str | os.PathLike[str], *, on_error: OnError = "raise") -> Iterator[Trace]:
@@ -100,24 +299,38 @@ def iter_traces(path: str | os.PathLike[str], *, on_error: OnError = "raise") ->
         path: The file.
         on_error: ``"raise"`` stops at the first bad line with a
             :class:`~quiver.TraceFormatError`; ``"skip"`` drops bad lines; a callable
-            receives each error and reading goes on.
+            receives each error and reading goes on. A file whose bytes stop being
+            readable (a damaged ``.gz``) ends the stream after one such error.
+
+    Raises:
+        QuiverError: The file cannot be opened (missing, a folder, not readable),
+            whatever ``on_error`` says.
 
     Blank lines are ignored. Line numbers in errors are 1-based.
     """
     p = Path(path)
-    with _open_text(p, "r") as fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                yield _parse_line(text, str(p), lineno)
-            except TraceFormatError as exc:
-                if on_error == "raise":
-                    raise
-                if callable(on_error):
-                    on_error(exc)
-
-
+    lines = iter_lines(p)
+    while True:
+        try:
+            item = next(lines, None)
+        except TraceFormatError as exc:  # the file's bytes: nothing after this is readable
+            if on_error == "raise":
+                raise
+            if callable(on_error):
+                on_error(exc)
+            return
+        if item is None:
+            return
+        lineno, raw = item
+        if not raw.strip():
+            continue
+        try:
+            yield parse_line(raw, str(p), lineno)
+        except TraceFormatError as exc:
+            if on_error == "raise":
+                raise
+            if callable(on_error):
+                on_error(exc)
 @dataclass
 class TraceLoad:
     """The result of :func:`load_traces`: the traces that loaded and the lines that did not."""

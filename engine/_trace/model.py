@@ -42,6 +42,7 @@ __all__ = [
     "NodeCall",
     "Trace",
     "trace_json_schema",
+    "call_graph_problems",
 ]
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -221,3 +222,75 @@ def trace_json_schema() -> dict[str, Any]:
         "$id": "https://quiver-engine.dev/schema/trace-v1.json",
         **schema,
     }
+
+
+def printable(value: str, limit: int = 60) -> str:
+    """``value`` for a one-line message: control and line-breaking characters escaped,
+    cut at ``limit`` characters."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value[:limit])
+    return shown + ("..." if len(value) > limit else "")
+
+
+def call_graph_problems(trace: Trace) -> list[tuple[str, str]]:
+    """What makes the calls of ``trace`` not a graph, as ``(field, reason)`` pairs in
+    the order of the calls: a call id used twice, a parent that is the call itself or
+    no call of the trace, and parents that form a cycle. Empty for a sound trace.
+
+    The schema checks each call on its own; this checks them together. Every trace
+    the recorder writes is sound: a call's parents are calls that ended before it began.
+    """
+    problems: list[tuple[str, str]] = []
+    index: dict[str, int] = {}
+    for i, call in enumerate(trace.calls):
+        if call.call_id in index:
+            problems.append((f"calls[{i}].call_id", f"duplicate of calls[{index[call.call_id]}] "
+                             f"('{printable(call.call_id)}'); call ids are unique within a trace"))
+        else:
+            index[call.call_id] = i
+    edges: dict[int, list[int]] = {}
+    forward = False  # a parent later in the list: only then can there be a cycle
+    for i, call in enumerate(trace.calls):
+        for j, parent in enumerate(call.parents):
+            if parent == call.call_id:
+                problems.append((f"calls[{i}].parents[{j}]", f"call '{printable(parent)}' is its own parent"))
+            elif parent not in index:
+                problems.append((f"calls[{i}].parents[{j}]", f"unknown call id '{printable(parent)}'; "
+                                 "a parent is the call_id of another call of the trace"))
+            elif index[call.call_id] == i:
+                edges.setdefault(i, []).append(index[parent])
+                forward = forward or index[parent] > i
+    cycle = _first_cycle(edges, len(trace.calls)) if forward else []
+    if cycle:
+        path = " -> ".join(printable(trace.calls[k].call_id, 20) for k in cycle[:12])
+        if len(cycle) > 12:
+            path += f" -> ... ({len(cycle) - 1} calls)"
+        problems.append((f"calls[{cycle[0]}]", f"parent cycle {path}; a call's parents must have ended before it"))
+    return problems
+
+
+def _first_cycle(edges: dict[int, list[int]], n: int) -> list[int]:
+    """The first cycle of ``edges`` (call -> its parents), as call indexes from its
+    lowest index round to itself again; empty when there is none. Iterative: a trace
+    may have any number of calls."""
+    state = [0] * n  # 0 unseen, 1 on the current path, 2 done
+    for start in range(n):
+        if state[start]:
+            continue
+        path = [start]
+        state[start] = 1
+        pending = [iter(edges.get(start, ()))]
+        while pending:
+            nxt = next(pending[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                pending.pop()
+            elif state[nxt] == 1:
+                loop = path[path.index(nxt):]
+                low = loop.index(min(loop))
+                loop = loop[low:] + loop[:low]
+                return [*loop, loop[0]]
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                pending.append(iter(edges.get(nxt, ())))
+    return []

@@ -58,7 +58,7 @@ def _ran_only(graph: PipelineGraph, files: list[Path]) -> PipelineGraph:
     from quiver._graph import PipelineGraph
     from quiver._trace import iter_traces
 
-    ran = {c.node for path in files if path.is_file() for t in iter_traces(path) for c in t.calls}
+    ran = {c.node for path in files for t in iter_traces(path) for c in t.calls}
     return PipelineGraph(nodes={n: spec for n, spec in graph.nodes.items() if n in ran})
 
 
@@ -73,7 +73,8 @@ def add_parser(sub: Any) -> None:
             "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
             "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
             "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
-            "report.md and PNG plots to --out."
+            "report.md and PNG plots to --out. A trace line that cannot be read stops it with "
+            "FILE:LINE: REASON (exit 2); `quiver validate` lists every bad line."
         ),
     )
     ana.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
@@ -98,7 +99,10 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver analyze`` from parsed arguments; returns the exit code."""
     from quiver._observational import analyze
     from quiver._report import write_profile
+    from quiver._trace import check_trace_file
 
+    for path in args.traces:
+        check_trace_file(path)  # a missing file, a folder: one line, before any work
     kwargs: dict[str, Any] = {
         "epsilon": args.epsilon, "resamples": args.resamples, "seed": args.seed,
         "embedder": args.embedder, "cache_dir": args.cache,

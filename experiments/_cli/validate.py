@@ -19,7 +19,10 @@ def add_parser(sub: Any) -> None:
         help="check trace files line by line",
         description=(
             "Read trace files (JSONL, .gz accepted) and report every line that is not a "
-            "valid v1 trace as FILE:LINE: FIELD: REASON. Exit 1 when any line is bad."
+            "valid v1 trace as FILE:LINE: FIELD: REASON: not UTF-8, not JSON, nested too deeply, "
+            "a field of the wrong type, call ids used twice, parents that are unknown, the call "
+            "itself or a cycle. A damaged .gz gives the lines before the damage and one error. "
+            "Exit 1 when any line or file is bad."
         ),
     )
     val.add_argument("files", type=Path, nargs="+", help="trace files")
@@ -30,17 +33,17 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver validate``; return the exit code."""
     from quiver import QuiverError, iter_traces
 
-    bad = total = 0
+    bad = 0
     for path in args.files:
-        if not path.is_file():
-            print(f"{path}: no such file", file=sys.stderr)
+        errors: list[QuiverError] = []
+        try:
+            count = sum(1 for _ in iter_traces(path, on_error=errors.append))
+        except QuiverError as exc:  # the file cannot be opened at all
+            print(exc, file=sys.stderr)
             bad += 1
             continue
-        errors: list[QuiverError] = []
-        count = sum(1 for _ in iter_traces(path, on_error=errors.append))
         for error in errors:
             print(error, file=sys.stderr)
         print(f"{path}: {count} trace(s) valid, {len(errors)} line(s) bad")
-        total += count
         bad += len(errors)
     return EXIT_PROBLEMS if bad else EXIT_OK

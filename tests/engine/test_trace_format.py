@@ -38,7 +38,7 @@ def _trace(i: int) -> Trace:
 def test_the_published_schema_validates_the_documented_example() -> None:
     jsonschema.Draft202012Validator.check_schema(trace_json_schema())
     jsonschema.validate(EXAMPLE, trace_json_schema())
-    assert Trace.model_validate(EXAMPLE).calls[0].decision == {"route": "discovery"}
+    assert Trace.model_validate(EXAMPLE).calls[1].decision == {"route": "discovery"}
 
 
 def test_quiver_schema_trace_prints_the_same_schema() -> None:
@@ -51,11 +51,11 @@ def test_quiver_schema_trace_prints_the_same_schema() -> None:
 
 def test_schema_rejects_a_wrong_kind_and_a_negative_occurrence() -> None:
     bad = json.loads(json.dumps(EXAMPLE))
-    bad["calls"][0]["kind"] = "agent"
+    bad["calls"][1]["kind"] = "agent"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, trace_json_schema())
-    bad["calls"][0]["kind"] = "llm"
-    bad["calls"][0]["occurrence"] = -1
+    bad["calls"][1]["kind"] = "llm"
+    bad["calls"][1]["occurrence"] = -1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, trace_json_schema())
 
