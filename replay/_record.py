@@ -2,10 +2,19 @@
 
 Each (input, repeat) runs in its own trace context on a bounded thread pool. A trace
 is written the moment it finishes (flushed and fsynced to ``traces.jsonl.partial``), so
-a crash loses nothing finished; ``resume=True`` skips what the partial file holds. At
-the end the corpus is rewritten in input order to ``traces.jsonl`` and the partial file
-removed. A failing input is recorded as a ``failed`` trace and the others go on.
-Sample keys are derived up front from (seed, input_id, repeat).
+a crash loses nothing finished. At the end the corpus is rewritten in input order to
+``traces.jsonl`` and the partial file removed. A failing input is recorded as a
+``failed`` trace and the others go on. Sample keys are derived up front from (seed,
+input_id, repeat), so a trace recorded again is the trace it would have been.
+
+Resuming (``resume=True``) keeps every readable trace of the partial file (or, when the
+run finished, of ``traces.jsonl``) and records the rest. A process killed while writing
+leaves a torn last line; a resume after that appended behind it, before this module
+cut torn lines, left one in the middle. Either way the resume drops every unreadable
+line (a warning names it), rewrites the partial file without it before appending, and
+records its trace again. Failed traces are kept as they are unless
+``retry_failed=True``, which records exactly those again. A finished recording with
+nothing to record is left untouched.
 """
 
 from __future__ import annotations
@@ -26,8 +35,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._canonical import content_hash
+from quiver._errors import TraceFormatError
 from quiver._progress import Progress
-from quiver._trace import RedactingFilter, Redactor, Trace, TraceWriter, iter_traces, write_traces
+from quiver._trace import (
+    RedactingFilter,
+    Redactor,
+    Trace,
+    TraceWriter,
+    iter_lines,
+    iter_traces,
+    parse_line,
+    write_traces,
+)
 from quiver.replay._instrument import TraceBuilder
 from quiver.replay._keys import trace_sample_key
 from quiver.replay._llm import LLMClient
@@ -89,6 +108,13 @@ class RecordResult:
     retries: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0
     seconds: float = 0.0
+    retried: int = 0
+    """Failed traces of an earlier run recorded again (``retry_failed``)."""
+    dropped_lines: int = 0
+    """Unreadable lines of the earlier run's file (a torn last line) dropped on resume;
+    their traces were recorded again."""
+    already_complete: bool = False
+    """A resume found a finished recording with nothing to record and left it as it was."""
 
     def summary(self) -> dict[str, Any]:
         """The summary written to ``summary.json``."""
@@ -98,6 +124,8 @@ class RecordResult:
             "ok": self.traces - self.failed,
             "failed": self.failed,
             "resumed": self.resumed,
+            "retried": self.retried,
+            "dropped_lines": self.dropped_lines,
             "calls": self.calls,
             "llm_calls": self.llm_calls,
             "retries": dict(sorted(self.retries.items())),
@@ -167,33 +195,47 @@ def record_corpus(
     seed: int = 0,
     run_id: str | None = None,
     resume: bool = False,
+    retry_failed: bool = False,
     progress_stream: TextIO | None = sys.stderr,
 ) -> RecordResult:
     """Run ``fn`` over ``inputs`` x ``repeats`` and write the corpus to ``output_dir``.
 
     Writes ``traces.jsonl`` (in input order, then repeat), ``summary.json`` and
     ``record.log``; everything passes through ``redactor`` before it is written.
+
+    Args:
+        resume: Keep the readable traces of an earlier run in ``output_dir`` (its
+            partial file, else its finished ``traces.jsonl``) and record the rest;
+            unreadable lines are dropped with a warning and their traces recorded again.
+            A finished recording with nothing left to record is not touched
+            (:attr:`RecordResult.already_complete`). Without ``resume`` an earlier
+            run's files are overwritten.
+        retry_failed: Resume, and record the traces kept as ``failed`` again.
     """
     t0 = time.monotonic()
     redactor = redactor or Redactor()
     output_dir.mkdir(parents=True, exist_ok=True)
     final_path, partial_path = output_dir / "traces.jsonl", output_dir / "traces.jsonl.partial"
+    order = {key: i for i, key in enumerate((item.input_id, r) for item in inputs for r in range(repeats))}
     with _redacted_logging(output_dir / "record.log", redactor):
         if inputs:
             check_pipeline_inputs(fn, inputs[0].inputs)
-        done, run_id = _resumed(partial_path, resume, run_id)
-        jobs = [
-            (item, r) for item in inputs for r in range(repeats) if (item.input_id, r) not in done
-        ]
-        log.info("recording %d traces (%d resumed) with concurrency %d", len(jobs), len(done), concurrency)
-        progress = Progress("record", len(jobs) + len(done), stream=progress_stream)
-        progress.done = len(done)
+        kept = _Kept()
+        if resume or retry_failed:
+            kept = _take_over(final_path, partial_path, set(order), retry_failed)
+            if kept.complete:
+                return _already_complete(kept, final_path, output_dir, t0)
+        run_id = run_id or kept.run_id or new_run_id()
+        jobs = [(item, r) for item in inputs for r in range(repeats) if (item.input_id, r) not in kept.done]
+        log.info("recording %d traces (%d resumed) with concurrency %d", len(jobs), len(kept.done), concurrency)
+        progress = Progress("record", len(jobs) + len(kept.done), stream=progress_stream)
+        progress.done = len(kept.done)
         retries_before = Counter(llm.stats) if llm is not None else Counter()
         _execute(
-            fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress, resume
+            fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress,
+            resume or retry_failed,
         )
         progress.close()
-        order = {key: i for i, key in enumerate((item.input_id, r) for item in inputs for r in range(repeats))}
         traces = sorted(iter_traces(partial_path), key=lambda t: order.get((t.input_id, t.repeat), len(order)))
         tmp = output_dir / "traces.jsonl.tmp"
         write_traces(tmp, traces)
@@ -204,24 +246,112 @@ def record_corpus(
             run_id=run_id, traces_path=final_path, summary_path=output_dir / "summary.json",
             log_path=output_dir / "record.log", traces=len(traces),
             failed=sum(t.status == "failed" for t in traces),
-            resumed=len(done), calls=sum(len(t.calls) for t in traces),
+            resumed=len(kept.done), calls=sum(len(t.calls) for t in traces),
             retries={k.removeprefix("retry_"): v for k, v in stats.items() if k.startswith("retry_")},
             llm_calls=stats.get("calls", 0), seconds=time.monotonic() - t0,
+            retried=kept.retried, dropped_lines=kept.dropped,
         )
         result.summary_path.write_text(json.dumps(redactor.data(result.summary()), indent=2) + "\n")
         log.info("recorded %s", json.dumps(result.summary()))
         return result
 
 
-def _resumed(partial: Path, resume: bool, run_id: str | None) -> tuple[set[tuple[str, int]], str]:
-    if not resume or not partial.exists():
-        return set(), run_id or new_run_id()
-    done: set[tuple[str, int]] = set()
-    found_run = None
-    for trace in iter_traces(partial, on_error="skip"):
-        done.add((trace.input_id, trace.repeat))
-        found_run = found_run or trace.run_id
-    return done, run_id or found_run or new_run_id()
+@dataclass
+class _Kept:
+    """What a resume keeps of an earlier run's file."""
+
+    done: set[tuple[str, int]] = field(default_factory=set)
+    """The (input_id, repeat) of every trace kept."""
+    run_id: str | None = None
+    """The earlier run's id (of its first trace kept)."""
+    traces: int = 0
+    calls: int = 0
+    failed: int = 0
+    """Failed traces kept as they are."""
+    retried: int = 0
+    """Failed traces dropped, to be recorded again."""
+    dropped: int = 0
+    """Unreadable lines dropped."""
+    complete: bool = False
+    """The file was a finished ``traces.jsonl`` with nothing to record: left as it is."""
+
+
+def _take_over(final: Path, partial: Path, wanted: set[tuple[str, int]], retry_failed: bool) -> _Kept:
+    """Read what an earlier run left in the folder and make the partial file hold
+    exactly the traces kept, each on a line of its own, ready to be appended to."""
+    source = partial if partial.exists() else final if final.exists() else None
+    kept = _Kept()
+    if source is None:
+        return kept
+    lines: list[bytes] = []
+    first_line: dict[tuple[str, int], int] = {}
+    clean = True  # the file holds exactly the lines kept, the last one ended
+    for lineno, raw in iter_lines(source):
+        if not raw.strip():
+            continue
+        trace = _readable(raw, source, lineno)
+        clean = clean and trace is not None and raw.endswith(b"\n")
+        if trace is None:
+            kept.dropped += 1
+            continue
+        key = (trace.input_id, trace.repeat)
+        if key in first_line:
+            log.warning("%s:%d: a second trace of input %r repeat %d (the first is on line %d); dropped",
+                        source, lineno, trace.input_id, trace.repeat, first_line[key])
+            clean = False
+            continue
+        first_line[key] = lineno
+        if trace.status == "failed" and retry_failed:
+            kept.retried += 1
+            clean = False
+            continue
+        kept.done.add(key)
+        kept.run_id = kept.run_id or trace.run_id
+        kept.traces += 1
+        kept.calls += len(trace.calls)
+        kept.failed += trace.status == "failed"
+        lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
+    if source == final and clean and wanted <= kept.done:
+        kept.complete = True
+        return kept
+    if source == final or not clean:
+        _rewrite(partial, lines)
+    log.info("resuming from %s: %d trace(s) kept (%d failed), %d failed trace(s) to record again, "
+             "%d unreadable line(s) dropped", source, kept.traces, kept.failed, kept.retried, kept.dropped)
+    return kept
+
+
+def _readable(raw: bytes, source: Path, lineno: int) -> Trace | None:
+    """The trace on a line of an earlier run's file, or None (with a warning saying
+    why the line is dropped and that its trace is recorded again)."""
+    try:
+        return parse_line(raw, str(source), lineno)
+    except TraceFormatError as exc:
+        if not raw.endswith(b"\n"):
+            log.warning("%s:%d: the last line is torn (%d bytes and no newline: the run was killed while "
+                        "writing it); cut, and its trace is recorded again", source, lineno, len(raw))
+        else:
+            log.warning("%s; the line is dropped, and the trace it held is recorded again", exc)
+        return None
+
+
+def _rewrite(path: Path, lines: list[bytes]) -> None:
+    """Replace ``path`` with ``lines``, durably: a kill leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _already_complete(kept: _Kept, final: Path, output_dir: Path, t0: float) -> RecordResult:
+    log.info("already complete: %d traces in %s (%d failed); nothing to do", kept.traces, final, kept.failed)
+    return RecordResult(
+        run_id=kept.run_id or "", traces_path=final, summary_path=output_dir / "summary.json",
+        log_path=output_dir / "record.log", traces=kept.traces, failed=kept.failed, resumed=kept.traces,
+        calls=kept.calls, seconds=time.monotonic() - t0, already_complete=True,
+    )
 
 
 def _execute(

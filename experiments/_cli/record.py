@@ -4,6 +4,11 @@ Loads the spec, the pipeline and the inputs; starts the bundled simulator as a
 subprocess when the spec names it (and stops it afterwards, whatever happens); builds
 the LLM client and the redactor (which also removes the value of the API-key variable);
 and records the corpus with :func:`quiver.replay.record_corpus`.
+
+An output folder that already holds a corpus (or an interrupted recording) is never
+overwritten: ``--resume`` keeps its traces and records the rest (a finished one is left
+as it is), ``--retry-failed`` also records its failed traces again; without either the
+command refuses to start.
 """
 
 from __future__ import annotations
@@ -40,7 +45,12 @@ def add_parser(sub: Any) -> None:
     rec.add_argument("--output", help="output folder (overrides the spec's output)")
     rec.add_argument("--repeats", type=int, help="repeats per input (overrides the spec)")
     rec.add_argument("--concurrency", type=int, help="traces at once (overrides the spec)")
-    rec.add_argument("--resume", action="store_true", help="keep the traces an interrupted run wrote")
+    rec.add_argument("--resume", action="store_true",
+                     help="keep the traces an earlier run wrote to the output folder and record the rest "
+                          "(unreadable lines, such as a line torn by a kill, are recorded again; failed "
+                          "traces are kept; a finished recording is left as it is)")
+    rec.add_argument("--retry-failed", action="store_true",
+                     help="resume, and record the traces recorded as failed again")
     rec.add_argument("--quiet", action="store_true", help="no progress line")
 
     rec.set_defaults(handler=command)
@@ -49,19 +59,26 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver record``; return the exit code."""
     overrides = RecordOverrides(
-        output=args.output, repeats=args.repeats, concurrency=args.concurrency, resume=args.resume
+        output=args.output, repeats=args.repeats, concurrency=args.concurrency, resume=args.resume,
+        retry_failed=args.retry_failed,
     )
     _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
+    again = "; `quiver record --retry-failed` records them again"
+    if result.already_complete:
+        failed = f" ({result.failed} failed{again})" if result.failed else ""
+        print(f"already complete: {result.traces} traces in {result.traces_path}{failed}; nothing to do")
+        return EXIT_PROBLEMS if result.failed else EXIT_OK
     summary = result.summary()
     retries = ", ".join(f"{k} {v}" for k, v in summary["retries"].items()) or "none"
+    retried = f", {result.retried} retried" if args.retry_failed else ""
     print(
         f"recorded {summary['traces']} traces ({summary['ok']} ok, {summary['failed']} failed, "
-        f"{summary['resumed']} resumed) with {summary['calls']} node calls and "
+        f"{summary['resumed']} resumed{retried}) with {summary['calls']} node calls and "
         f"{summary['llm_calls']} LLM calls in {summary['seconds']:.1f}s; retries: {retries}"
     )
     print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
     if result.failed:
-        print(f"{result.failed} trace(s) failed; see {result.log_path}", file=sys.stderr)
+        print(f"{result.failed} trace(s) failed; see {result.log_path}{again}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
 
@@ -74,6 +91,8 @@ class RecordOverrides:
     repeats: int | None = None
     concurrency: int | None = None
     resume: bool = False
+    retry_failed: bool = False
+    """Resume, and record the failed traces again."""
 
 
 def run_record(
@@ -101,14 +120,35 @@ def run_record(
     function_name: str = getattr(fn, "__name__", "pipeline")  # a callable object may have none
     name = spec.name or function_name
     output_dir = Path(spec.output)
+    resume = overrides.resume or overrides.retry_failed
+    if not resume:
+        _refuse_to_overwrite(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     redactor = spec_redactor(spec)
-    resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2)
-    (output_dir / "spec.resolved.json").write_text(resolved + "\n", encoding="utf-8")
+    resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n"
+    resolved_path = output_dir / "spec.resolved.json"
+    if not resolved_path.is_file() or resolved_path.read_text(encoding="utf-8") != resolved:
+        resolved_path.write_text(resolved, encoding="utf-8")
     with open_llm(spec.llm, base_dir) as client:
         result = record_corpus(
             fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
             llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
-            resume=overrides.resume, progress_stream=progress_stream,
+            resume=resume, retry_failed=overrides.retry_failed, progress_stream=progress_stream,
         )
     return spec, result
+
+
+def _refuse_to_overwrite(output_dir: Path) -> None:
+    """Raise when ``output_dir`` holds a corpus or an interrupted recording."""
+    from quiver._errors import QuiverError
+
+    if (output_dir / "traces.jsonl.partial").exists():
+        raise QuiverError(
+            f"{output_dir} holds an interrupted recording (traces.jsonl.partial); use --resume to finish it, "
+            "or another --output, or delete it"
+        )
+    if (output_dir / "traces.jsonl").exists():
+        raise QuiverError(
+            f"{output_dir} already holds a corpus (traces.jsonl); use --resume to keep it (--retry-failed to "
+            "record its failed traces again), or another --output, or delete it"
+        )
