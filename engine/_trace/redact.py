@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -97,6 +97,7 @@ class Redactor:
 
     def __init__(self, config: RedactionConfig | None = None, *, literals: Iterable[str] = ()) -> None:
         self.config = config or RedactionConfig()
+        self.literals = tuple(s for s in literals if s)
         rules: list[tuple[str, str]] = []
         extra_literals = [s for s in (*self.config.literals, *literals) if s]
         rules += [("secret", re.escape(s)) for s in sorted(set(extra_literals), key=len, reverse=True)]
@@ -112,6 +113,16 @@ class Redactor:
         self._seen: dict[str, str] = {}
         self._checks = self._prechecks(extra_literals)
         self._user = self._searches("pattern")
+
+    def to_json(self) -> dict[str, Any]:
+        """The redactor as plain data (its config and extra literals), for
+        :meth:`from_json` in another process: a worker redacts what it writes the same way."""
+        return {"config": self.config.model_dump(mode="json"), "literals": list(self.literals)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Redactor:
+        """The redactor that :meth:`to_json` described."""
+        return cls(RedactionConfig.model_validate(data.get("config") or {}), literals=data.get("literals") or ())
 
     def _prechecks(self, literals: list[str]) -> list[Callable[[str], object]]:
         """Checks one of which hits any text a built-in rule or a literal would change,

@@ -61,7 +61,7 @@ from typing import Any, ClassVar, TypeVar
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._registry import Registry, adopt_class
-from quiver._trace import Trace
+from quiver._trace import Redactor, Trace
 
 __all__ = [
     "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",
@@ -114,6 +114,9 @@ class ReplayContext:
     cache_dir: str | None = None
     """The LLM response cache folder (used when ``mode.downstream`` is ``cached``)."""
     environment: dict[str, str] = field(default_factory=dict)
+    redaction: dict[str, Any] | None = None
+    """The run's redactor (:meth:`~quiver.Redactor.to_json`): what the worker writes to
+    disk itself (the response cache) is redacted as the run's own files are."""
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -131,12 +134,13 @@ class Worker:
         self.fn = load_pipeline(context.pipeline, Path(context.base_dir))
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
-        self.cache = ResponseCache(context.cache_dir) if context.cache_dir else None
+        redactor = Redactor.from_json(context.redaction) if context.redaction is not None else None
+        self.cache = ResponseCache(context.cache_dir, redactor=redactor) if context.cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
         self.replayer = Replayer(
             self.fn, mode=ReplayMode.model_validate(context.mode), client=self.client,
             graph=PipelineGraph.model_validate(context.graph) if context.graph is not None else None,
-            base_dir=Path(context.base_dir), run_id=context.run_id, seed=context.seed,
+            base_dir=Path(context.base_dir), run_id=context.run_id, seed=context.seed, redactor=redactor,
         )
         self.context = context
         self._baselines: dict[str, Trace] = {}

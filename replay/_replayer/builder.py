@@ -54,7 +54,17 @@ from typing import Any, Literal
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._trace import PERTURBED_TAG, Divergence, NodeCall, TargetReport, Trace, call_diff, call_names, trace_diff
+from quiver._trace import (
+    PERTURBED_TAG,
+    Divergence,
+    NodeCall,
+    Redactor,
+    TargetReport,
+    Trace,
+    call_diff,
+    call_names,
+    trace_diff,
+)
 from quiver.perturbations import ExecutionChange, Operator, OperatorContext, TemplateRef
 from quiver.replay._instrument import (
     CallRecord,
@@ -113,6 +123,7 @@ class ReplayBuilder(TraceBuilder):
         graph: PipelineGraph | None = None,
         client: LLMClient | None = None,
         base_dir: Path | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         super().__init__(
             trace_id=trace_id, run_id=run_id, pipeline=baseline.pipeline, input_id=baseline.input_id,
@@ -124,6 +135,7 @@ class ReplayBuilder(TraceBuilder):
         self.graph = graph
         self.client = client
         self.base_dir = base_dir
+        self.redactor = redactor
         self.served = 0
         self._by_path = {c.call_path: c for c in baseline.calls}
         self._by_id = {c.call_id: c for c in baseline.calls}
@@ -332,9 +344,22 @@ class ReplayBuilder(TraceBuilder):
 
     # -- comparing --------------------------------------------------------------------
     def finish(self, output: Any = None, error: BaseException | None = None) -> Trace:
-        trace = super().finish(output, error)
+        trace = self._as_written(super().finish(output, error))
+        report = self.target_report
+        if self.redactor is not None and report is not None:
+            report.original, report.perturbed = self.redactor.data([report.original, report.perturbed])
         self.divergences = self._compare(trace)
         return trace
+
+    def _as_written(self, trace: Trace) -> Trace:
+        """The replayed trace as the run's redactor writes it. The recording was written
+        through the same redactor, so a secret the pipeline computes again (an API key in
+        a tool's arguments) is compared, and paired, in the form it was recorded in."""
+        if self.redactor is None:
+            return trace
+        data = trace.model_dump(mode="json")
+        redacted, _ = self.redactor.encode(data)
+        return trace if redacted is data else Trace.model_validate(redacted)
 
     def _compare(self, trace: Trace) -> list[Divergence]:
         """The replay divergences, in program order (QUIVER.md §12)."""

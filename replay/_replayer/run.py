@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 from typing_extensions import Unpack
 
 from quiver._graph import PipelineGraph
-from quiver._trace import Trace
+from quiver._trace import Redactor, Trace
 from quiver.perturbations import Operator, OperatorError, resolve_template_ref
 from quiver.replay._keys import replay_identity, replay_sample_key
 from quiver.replay._llm import LLMClient
@@ -52,6 +52,10 @@ class Replayer:
         base_dir: Where relative template paths resolve (an operator's, a template change's).
         run_id: The replays' run id.
         seed: The campaign seed: every replay's sample key derives from it.
+        redactor: The redactor the recording was written through. The replay's result
+            (its trace and the target's outputs) is redacted the same way, and compared
+            with the recording in that form: secrets the pipeline computes again
+            reproduce, and nothing the result holds needs redacting again.
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class Replayer:
         base_dir: Path | None = None,
         run_id: str = "replay",
         seed: int = 0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.mode = mode or ReplayMode()
@@ -72,6 +77,7 @@ class Replayer:
         self.base_dir = base_dir
         self.run_id = run_id
         self.seed = seed
+        self.redactor = redactor
 
     def replay(
         self,
@@ -116,7 +122,7 @@ class Replayer:
             baseline, trace_id=f"{baseline.trace_id}~{pid}/{repeat}", run_id=self.run_id,
             sample_key=replay_sample_key(self.seed, sample_id or replay_identity(baseline), pid, repeat),
             mode=self.mode, target=target, operator=operator, graph=self.graph, client=self.client,
-            base_dir=self.base_dir,
+            base_dir=self.base_dir, redactor=self.redactor,
         )
         t0 = time.perf_counter()
         trace = run_traced(
