@@ -25,10 +25,16 @@ from .models import (
     _token,
     register_sim_model,
 )
-from .request import SimRequest
+from .request import MAX_SCHEMA_DEPTH, SimRequest, SimRequestError
 
 _WORD = re.compile(r"[^\W\d_]+")
-_MAX_SCHEMA_DEPTH = 16
+_MAX_FILL_DEPTH = MAX_SCHEMA_DEPTH // 2
+"""How deep objects nest in an answer, and how many ``$ref``/``anyOf`` hops one node may
+take: a schema within :data:`MAX_SCHEMA_DEPTH` never reaches it without ``$ref``."""
+
+_MAX_FIELDS = 4096
+"""The most fields one answer may have; a ``$ref`` used twice per level would
+otherwise double them at every level."""
 
 
 def _words(text: str) -> list[str]:
@@ -36,12 +42,13 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-@dataclass(frozen=True)
+@dataclass
 class _SchemaContext:
     root: Mapping[str, Any]
     prompt_words: frozenset[str]
     prompt_length: int
     opening: str  # the first 12 words of the last user message
+    fields: int = 0  # filled so far, against _MAX_FIELDS
 
 
 def _sim_json(req: SimRequest) -> ModelOutput:
@@ -52,7 +59,12 @@ def _sim_json(req: SimRequest) -> ModelOutput:
     word of its property name occurs in the prompt; integers and numbers are derived
     from the prompt's length; free strings are the first 12 words of the last user
     message; arrays are empty; objects recurse. Without a schema it echoes, as
-    ``sim-echo``.
+    ``sim-echo``. Parts of a schema it cannot read (a ``properties`` that is not an
+    object, a ``$ref`` that points nowhere) are filled with ``null``.
+
+    Raises:
+        SimRequestError: The schema expands to more than :data:`_MAX_FIELDS` fields
+            (through ``$ref``); the simulator answers 400.
     """
     schema = req.json_schema
     if schema is None:
@@ -82,7 +94,16 @@ def _fill(node: Any, name: str, ctx: _SchemaContext, depth: int) -> Any:
         return _enum_logits(node["enum"], ctx)
     kind = _schema_type(node)
     if kind == "object":
-        properties = node.get("properties") or {}
+        properties = node.get("properties")
+        if not isinstance(properties, Mapping):
+            properties = {}
+        ctx.fields += len(properties)
+        if ctx.fields > _MAX_FIELDS:
+            raise SimRequestError(
+                "'response_format.json_schema.schema' expands to more than "
+                f"{_MAX_FIELDS} fields (through $ref); the simulator fills at most {_MAX_FIELDS}",
+                "response_format.json_schema.schema",
+            )
         return Fields(**{
             key: _fill(sub, key, ctx, depth + 1) for key, sub in properties.items()
         })
@@ -106,8 +127,8 @@ def _fill_scalar(kind: str | None, node: Mapping[str, Any], name: str, ctx: _Sch
 
 def _resolve(node: Any, ctx: _SchemaContext, depth: int) -> Mapping[str, Any] | None:
     """Follow ``$ref`` and pick the first non-null branch of ``anyOf``/``oneOf``."""
-    for _ in range(_MAX_SCHEMA_DEPTH):
-        if depth > _MAX_SCHEMA_DEPTH or not isinstance(node, Mapping):
+    for _ in range(_MAX_FILL_DEPTH):
+        if depth > _MAX_FILL_DEPTH or not isinstance(node, Mapping):
             return None
         if isinstance(node.get("$ref"), str):
             node = _pointer(ctx.root, node["$ref"])

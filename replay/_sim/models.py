@@ -115,7 +115,7 @@ class Fields:
 
     __slots__ = ("groups",)
 
-    def __init__(self, **groups: Any) -> None:
+    def __init__(self, /, **groups: Any) -> None:  # a field may be named "self"
         self.groups = groups
 
     def __repr__(self) -> str:
@@ -160,6 +160,10 @@ class SimChoice:
 # --------------------------------------------------------------------------- registry
 
 _REGISTRY: dict[str, SimModelFn] = {}
+
+_MAX_ANSWER_CHARS = 16 * 1024 * 1024
+"""The most characters the choices of one answer may hold together (``n`` echoes of a
+large prompt would otherwise take gigabytes)."""
 
 
 def register_sim_model(name: str, fn: SimModelFn) -> None:
@@ -364,6 +368,9 @@ def request_digest(req: SimRequest) -> str:
 
 def _log_softmax(logits: Sequence[float], temperature: float) -> list[float]:
     scaled = [x / temperature for x in logits]
+    if not all(map(math.isfinite, scaled)):  # a tiny temperature or huge logits overflow
+        peak = max(logits)
+        scaled = [(x - peak) / temperature for x in logits]  # 0 at the top, -inf far below
     top = max(scaled)
     log_total = top + math.log(math.fsum(math.exp(x - top) for x in scaled))
     return [x - log_total for x in scaled]
@@ -420,8 +427,13 @@ def _token(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+_LOGPROB_FLOOR = -9999.0
+"""OpenAI's log-probability for a token too unlikely to matter; JSON has no ``-inf``."""
+
+
 def _logprob_entry(token: str, logprob: float) -> dict[str, Any]:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+    return {"token": token, "logprob": max(logprob, _LOGPROB_FLOOR),
+            "bytes": list(token.encode("utf-8"))}
 
 
 def _logprobs(
@@ -493,6 +505,8 @@ def complete(req: SimRequest, nondeterminism: float = 0.0) -> list[SimChoice]:
             runner-up of one of its groups, in ``[0, 1]``.
 
     Raises:
+        SimRequestError: The model refused the request, or the choices would hold more
+            than :data:`_MAX_ANSWER_CHARS` characters (the simulator answers 400).
         SimulatorError: The model is unknown, ``nondeterminism`` is out of range, or the
             model function failed or returned something that is not an answer.
     """
@@ -508,7 +522,17 @@ def complete(req: SimRequest, nondeterminism: float = 0.0) -> list[SimChoice]:
             f"simulated model '{req.model}' raised {type(exc).__name__}: {exc}"
         ) from exc
     plan = _plan(req.model, output)
-    return [_choice(plan, req, nondeterminism, i) for i in range(req.n)]
+    choices: list[SimChoice] = []
+    size = 0
+    for i in range(req.n):
+        choices.append(_choice(plan, req, nondeterminism, i))
+        size += len(choices[-1].content)
+        if size > _MAX_ANSWER_CHARS:
+            raise SimRequestError(
+                f"the {req.n} choices of this answer would hold more than {_MAX_ANSWER_CHARS} "
+                "characters; ask for fewer choices (n) or fewer words (max_tokens)", "n"
+            )
+    return choices
 
 
 # --------------------------------------------------------------------------- built-ins

@@ -7,6 +7,7 @@ simulator answers with a 400. :mod:`quiver.replay._sim` re-exports both names.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -17,6 +18,12 @@ __all__ = [
     "SimRequest",
     "SimRequestError",
 ]
+
+MAX_SCHEMA_DEPTH = 64
+"""The deepest nesting of objects and arrays a ``json_schema`` response format's schema
+may have (an object property adds two levels: ``properties`` and the property's schema)."""
+
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 
 
 class SimRequestError(SimulatorError):
@@ -78,7 +85,11 @@ class SimRequest:
         ``max_tokens`` is absent; parameters the simulator does not use are ignored.
 
         Raises:
-            SimRequestError: A parameter is missing or has a wrong type or value.
+            SimRequestError: A parameter is missing or has a wrong type or value (a
+                content part's ``text`` that is not a string, a ``response_format``
+                whose ``type`` is not ``text``, ``json_object`` or ``json_schema``, a
+                schema that is not an object or nests deeper than
+                :data:`MAX_SCHEMA_DEPTH` levels).
         """
         if "model" not in body:
             raise SimRequestError("missing required parameter: 'model'", "model")
@@ -182,10 +193,20 @@ def _check_message(i: int, message: Any) -> None:
             f"got {type(content).__name__}",
             f"{where}.content",
         )
+    for k, part in enumerate(content):
+        if "text" in part and not isinstance(part["text"], str):
+            raise SimRequestError(
+                f"'{where}.content[{k}].text' must be a string; got {type(part['text']).__name__}",
+                f"{where}.content[{k}].text",
+            )
 
 
 def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite(value: Any) -> TypeGuard[float]:
+    return _is_number(value) and math.isfinite(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -195,8 +216,9 @@ def _is_int(value: Any) -> bool:
 def _check_request_values(req: SimRequest) -> None:
     checks: list[tuple[str, bool, str]] = [
         ("model", isinstance(req.model, str) and bool(req.model), "a non-empty string"),
-        ("temperature", _is_number(req.temperature) and req.temperature >= 0, "a number >= 0"),
-        ("top_p", _is_number(req.top_p) and 0 < req.top_p <= 1, "a number in (0, 1]"),
+        ("temperature", _is_finite(req.temperature) and req.temperature >= 0,
+         "a finite number >= 0"),
+        ("top_p", _is_finite(req.top_p) and 0 < req.top_p <= 1, "a number in (0, 1]"),
         ("seed", req.seed is None or _is_int(req.seed), "an integer or null"),
         ("max_tokens", req.max_tokens is None or (_is_int(req.max_tokens) and req.max_tokens >= 1),
          "an integer >= 1 or null"),
@@ -214,3 +236,55 @@ def _check_request_values(req: SimRequest) -> None:
             raise SimRequestError(
                 f"'{name}' must be {expected}; got {getattr(req, name)!r:.80}", name
             )
+    if req.response_format is not None:
+        _check_response_format(req.response_format)
+
+
+def _check_response_format(fmt: Mapping[str, Any]) -> None:
+    kind = fmt.get("type")
+    if kind not in _RESPONSE_FORMATS:
+        raise SimRequestError(
+            f"'response_format.type' must be one of {', '.join(map(repr, _RESPONSE_FORMATS))}; "
+            f"got {kind!r:.80}",
+            "response_format.type",
+        )
+    if kind != "json_schema":
+        return
+    spec = fmt.get("json_schema")
+    if not isinstance(spec, Mapping):
+        raise SimRequestError(
+            "'response_format.json_schema' must be an object with the schema under 'schema'; "
+            f"got {type(spec).__name__}",
+            "response_format.json_schema",
+        )
+    schema = spec.get("schema")
+    if schema is not None and not isinstance(schema, Mapping):
+        raise SimRequestError(
+            f"'response_format.json_schema.schema' must be a JSON schema object or null; "
+            f"got {type(schema).__name__}",
+            "response_format.json_schema.schema",
+        )
+    if _deeper_than(schema, MAX_SCHEMA_DEPTH):
+        raise SimRequestError(
+            "'response_format.json_schema.schema' nests objects and arrays more than "
+            f"{MAX_SCHEMA_DEPTH} levels deep; the simulator accepts schemas of at most "
+            f"{MAX_SCHEMA_DEPTH} levels",
+            "response_format.json_schema.schema",
+        )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests mappings and lists more than ``limit`` levels (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

@@ -5,12 +5,18 @@
 404 for an unknown model); the other functions build the JSON bodies the
 :class:`~quiver.replay._sim.Simulator` sends: completions, models, OpenAI error
 bodies, and the headers of a 429.
+
+A body is strict JSON before it is a request: valid UTF-8, no lone surrogates in its
+strings (``"\\ud800"``), finite numbers (no ``NaN``, ``Infinity`` or ``1e400``), integers
+of at most :data:`_MAX_INT_DIGITS` digits, and arrays and objects nested at most
+:data:`_MAX_JSON_DEPTH` levels. Anything else is a 400 that names the rule it broke.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +44,15 @@ class _HTTPError(Exception):
         super().__init__(message)
         self.status = status
         self.body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+_MAX_JSON_DEPTH = 128
+"""The deepest nesting of arrays and objects a request body may have."""
+
+_MAX_INT_DIGITS = 100
+"""The most digits an integer of a request body may have."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json_bytes(body: Any) -> bytes:
@@ -93,10 +108,7 @@ def _unknown_model(name: str) -> _HTTPError:
 
 def _parse_request(raw: bytes, sample_key: str) -> SimRequest:
     """The request of a chat completion body; raises :class:`_HTTPError` 400/404."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _HTTPError(400, f"the request body is not valid JSON: {exc}") from None
+    body = _decode_body(raw)
     if not isinstance(body, dict):
         raise _HTTPError(400, f"the request body must be a JSON object; got {type(body).__name__}")
     if body.get("stream"):
@@ -108,6 +120,106 @@ def _parse_request(raw: bytes, sample_key: str) -> SimRequest:
     if req.model not in sim_model_names():
         raise _unknown_model(req.model)
     return req
+
+
+class _NotStrictJSON(ValueError):
+    """A body that Python's ``json`` reads but strict JSON does not allow."""
+
+
+def _decode_body(raw: bytes) -> Any:
+    """The JSON value of a request body, checked by :func:`_check_strict`."""
+    try:
+        body = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_short_int
+        )
+    except _NotStrictJSON as exc:
+        raise _HTTPError(400, str(exc)) from None
+    except RecursionError:  # the decoder recurses once per level: far past the limit
+        raise _HTTPError(400, _too_deep("")) from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError among them
+        raise _HTTPError(400, f"the request body is not valid JSON: {exc}") from None
+    _check_strict(body)
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotStrictJSON(
+        f"the request body has {name}, which is not JSON; numbers must be finite"
+    )
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrictJSON(
+            f"the request body has the number {text[:40]}, beyond the range of a double; "
+            "numbers must be finite"
+        )
+    return value
+
+
+def _short_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        raise _NotStrictJSON(
+            f"the request body has an integer of {digits} digits; the simulator accepts "
+            f"at most {_MAX_INT_DIGITS}"
+        )
+    return int(text)
+
+
+def _check_strict(body: Any) -> None:
+    """Refuse lone surrogates and nesting deeper than :data:`_MAX_JSON_DEPTH`; iterative,
+    so that no body can exhaust the stack. A path is kept as ``(parent, key)`` links and
+    spelled out only for the error message."""
+    stack: list[tuple[Any, int, Any]] = [(body, 1, None)]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, path)
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > _MAX_JSON_DEPTH:
+            raise _HTTPError(400, _too_deep(_spell(path)))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                _check_text(key, (path, key))
+            stack.append((item, depth + 1, (path, key)))
+
+
+def _check_text(text: str, path: Any) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        where = _spell(path) or "the top level"
+        raise _HTTPError(
+            400,
+            f"the request body has a lone surrogate {found.group()!a} at {where} "
+            f"(character {found.start()}); JSON strings must be valid Unicode",
+        )
+
+
+def _too_deep(where: str) -> str:
+    at = f" at {where}" if where else ""
+    return (
+        f"the request body nests arrays and objects more than {_MAX_JSON_DEPTH} levels "
+        f"deep{at}; the simulator accepts at most {_MAX_JSON_DEPTH} levels"
+    )
+
+
+def _spell(path: Any, max_parts: int = 8) -> str:
+    """``messages[0].content`` for the linked path ``(((None, 'messages'), 0), 'content')``;
+    a long path keeps its first ``max_parts`` parts."""
+    parts: list[Any] = []
+    while path is not None:
+        path, key = path
+        parts.append(key)
+    parts.reverse()
+    text = ""
+    for key in parts[:max_parts]:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+    return text + ("..." if len(parts) > max_parts else "")
 
 
 def _retry_headers(retry_after_s: float) -> dict[str, str]:

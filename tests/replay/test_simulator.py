@@ -35,6 +35,7 @@ from quiver.replay import (
     complete,
     sim_model,
 )
+from quiver.replay._sim import SimRequestError
 
 # --------------------------------------------------------------------------- models
 
@@ -62,6 +63,14 @@ def _slow(req: SimRequest) -> Text:
     """An answer that takes 0.4 s to compute."""
     time.sleep(0.4)
     return Text({"done": 0.0})
+
+
+@sim_model("test-picky")
+def _picky(req: SimRequest) -> Text:
+    """Refuses a request without a system message."""
+    if not req.system_text:
+        raise SimRequestError("test-picky needs a system message", "messages")
+    return Text("fine")
 
 
 MESSAGES = [
@@ -259,6 +268,22 @@ def test_max_tokens_truncates_a_text_answer_with_finish_reason_length(
     assert reply.choices[0].finish_reason == "length"
 
 
+def test_a_tiny_temperature_samples_the_argmax_with_finite_logprobs() -> None:
+    request = SimRequest(model="test-close", messages=MESSAGES, temperature=1e-310, logprobs=True,
+                         top_logprobs=3, n=5)
+
+    choices = complete(request)
+    assert {choice.content for choice in choices} == {"beta"}
+    top = choices[0].logprobs[0]["top_logprobs"]  # type: ignore[index]
+    assert [entry["logprob"] for entry in top] == [0.0, -9999.0, -9999.0]
+
+
+def test_a_model_refusing_a_request_answers_400(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="needs a system message"):
+        ask(client, "test-picky", messages=MESSAGES[1:])
+    assert ask(client, "test-picky").choices[0].message.content == "fine"
+
+
 # --------------------------------------------------------------------------- structured answers
 
 
@@ -292,6 +317,31 @@ def test_sim_json_fills_a_json_schema_response_format(client: openai.OpenAI) -> 
     assert 1 <= answer["priority"] <= 5
     assert answer["summary"] == "My billing statement shows a double charge"
     assert answer["tags"] == []
+
+
+def test_sim_json_fills_a_property_named_self(client: openai.OpenAI) -> None:
+    schema = {"type": "object", "properties": {"self": {"type": "string"}}}
+    reply = ask(client, "sim-json", response_format={
+        "type": "json_schema", "json_schema": {"name": "me", "schema": schema}})
+
+    assert json.loads(reply.choices[0].message.content) == {"self": MESSAGES[1]["content"]}
+
+
+@pytest.mark.parametrize(
+    ("response_format", "message"),
+    [
+        ({"type": "json"}, "'response_format.type' must be one of 'text', 'json_object', 'json_schema'"),
+        ({"type": "json_schema", "json_schema": "ticket"}, "'response_format.json_schema' must be an object"),
+        ({"type": "json_schema", "json_schema": {"schema": [1]}}, "must be a JSON schema object or null"),
+        ({"type": "json_schema", "json_schema": {"schema": {"properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}}}},
+         "expands to more than 4096 fields"),
+    ],
+)
+def test_a_response_format_the_simulator_cannot_read_is_a_bad_request(
+    client: openai.OpenAI, response_format: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(openai.BadRequestError, match=message):
+        ask(client, "sim-json", response_format=response_format)
 
 
 class Route(pydantic.BaseModel):
