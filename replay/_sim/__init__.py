@@ -1,7 +1,8 @@
 """The bundled OpenAI-compatible simulator: seeded stochastic models over HTTP on loopback.
 
 * ``request``, ``models``, ``jsonfill``: requests, the model registry, the built-in models;
-* ``wire``, ``server``: the HTTP exchange and the server;
+* ``wire``, ``handler``, ``server``: the wire format, the HTTP connections and their
+  limits, the server;
 * ``process``: the simulator as a subprocess.
 """
 

@@ -56,8 +56,25 @@ malformed body             ``json.JSONDecodeError`` -- *not* an ``openai.OpenAIE
 
 Requests the simulator cannot serve get OpenAI's error body
 ``{"error": {"message", "type", "param", "code"}}``: 400 (``openai.BadRequestError``) for
-a body that is not JSON, a missing or invalid parameter, or ``"stream": true``; 404
-(``openai.NotFoundError``) for an unknown model, listing the known ones.
+a body that is not strict JSON (see :mod:`~quiver.replay._sim.wire`: lone surrogates,
+``NaN``, numbers beyond a double, integers of more than 100 digits, nesting deeper than
+128 levels), a missing or invalid parameter, a ``json_schema`` response format nested
+deeper than 64 levels or expanding to more than 4096 fields, ``"stream": true``, or a
+simulated model that refuses the request by raising ``SimRequestError``; 404
+(``openai.NotFoundError``) for an unknown model, listing the known ones. A malformed
+request never gets a 5xx: the only 5xx are the configured faults, a simulated model
+that fails (500), and a connection beyond ``max_connections`` (503).
+
+**Limits** (:class:`SimulatorConfig`; the HTTP side is described in
+:mod:`~quiver.replay._sim.handler`): ``read_timeout_s`` (30 s) closes a connection that
+sends nothing for that long, with a 408 when it stalled inside a request;
+``max_connections`` (1024) connections are served at once, one more gets a 503 with
+``Retry-After: 1``; a body over ``max_body_bytes`` (8 MiB) gets a 413 before it is read.
+The listen backlog holds 1024 connections (at most ``net.core.somaxconn``).
+
+**Logs.** The simulator writes nothing while it serves, except one line on stderr
+when it fails on a request: method, path (without query), status, exception type and
+body size -- never a message's content nor a header.
 
 The simulator listens on loopback only (:func:`check_loopback`). Run it in-process with
 :class:`Simulator`; :mod:`quiver.replay._sim` runs it as a process (``serve``, the
@@ -69,30 +86,21 @@ from __future__ import annotations
 import ipaddress
 import math
 import random
-import socket
-import socketserver
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from quiver._errors import SimulatorError
-from quiver.replay._keys import SAMPLE_KEY_HEADER
 
-from .models import SimRequest, complete, load_model_modules, sim_model_names
-from .wire import (
-    _completion_body,
-    _HTTPError,
-    _json_bytes,
-    _model_body,
-    _parse_request,
-    _retry_headers,
-    _unknown_model,
-)
+from .handler import _Server
+from .models import SimRequest, SimRequestError, complete, load_model_modules
+from .wire import _completion_body, _HTTPError, _json_bytes, _parse_request, _retry_headers
+
+if TYPE_CHECKING:
+    from .handler import _Handler
 
 __all__ = [
     "LatencyConfig",
@@ -102,12 +110,9 @@ __all__ = [
     "Simulator",
 ]
 
-"""The request header carrying the sample key."""
-
 _STAT_KEYS = (
     "requests", "ok", "rate_limited", "server_error", "timeout", "malformed", "bad_request"
 )
-_MAX_BODY_BYTES = 64 * 1024 * 1024
 _STOP_JOIN_S = 5.0
 
 Outcome = Literal["ok", "rate_limited", "server_error", "timeout", "malformed"]
@@ -249,11 +254,37 @@ class SimulatorConfig(BaseModel):
     faults: FaultConfig = FaultConfig()
     """Injected faults and latency."""
 
+    read_timeout_s: float = 30.0
+    """How long a connection may send nothing, in seconds, before it is closed: at once
+    when it was idle between requests, with a 408 when it stalled inside a request."""
+
+    max_connections: int = 1024
+    """Connections served at once (one thread each); one more gets a 503 with
+    ``Retry-After`` and is closed."""
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    """The largest request body, in bytes; a larger ``Content-Length`` gets a 413 before
+    any of the body is read."""
+
     @field_validator("port")
     @classmethod
     def _check_port(cls, value: int) -> int:
         if not 0 <= value <= 65535:
             raise ValueError(f"port must be in [0, 65535] (0 = a free port); got {value}")
+        return value
+
+    @field_validator("read_timeout_s")
+    @classmethod
+    def _check_read_timeout(cls, value: float) -> float:
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"read_timeout_s must be a finite number of seconds > 0; got {value}")
+        return value
+
+    @field_validator("max_connections", "max_body_bytes")
+    @classmethod
+    def _check_positive(cls, value: int, info: Any) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be an integer >= 1; got {value}")
         return value
 
     @field_validator("nondeterminism")
@@ -328,140 +359,6 @@ class _Stats:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counts)
-
-
-# --------------------------------------------------------------------------- HTTP
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """One connection; keeps it alive across requests (HTTP/1.1)."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "quiver-sim"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        """Stay quiet: the simulator's clients report what matters."""
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except OSError:  # the client went away, or stop() shut the connection down
-            self.close_connection = True
-
-    def do_GET(self) -> None:  # noqa: N802
-        path = urlsplit(self.path).path.rstrip("/")
-        if path == "/health":
-            self._send(200, {"status": "ok"})
-        elif path == "/v1/models":
-            models = [_model_body(name) for name in sim_model_names()]
-            self._send(200, {"object": "list", "data": models})
-        elif path.startswith("/v1/models/"):
-            name = unquote(path.removeprefix("/v1/models/"))
-            if name in sim_model_names():
-                self._send(200, _model_body(name))
-            else:
-                self._send_error(_unknown_model(name))
-        else:
-            self._send_error(self._unknown_url("GET"))
-
-    def do_POST(self) -> None:  # noqa: N802
-        arrived = time.monotonic()
-        raw = self._read_body()
-        if raw is None:
-            return
-        if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
-            self._send_error(self._unknown_url("POST"))
-            return
-        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""), arrived)
-
-    def _read_body(self) -> bytes | None:
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            length = -1
-        if not 0 <= length <= _MAX_BODY_BYTES:
-            self.close_connection = True
-            self._send_error(_HTTPError(
-                400, f"Content-Length must be an integer in [0, {_MAX_BODY_BYTES}]; "
-                f"got {self.headers.get('Content-Length')!r}"
-            ))
-            return None
-        return self.rfile.read(length)
-
-    def _unknown_url(self, method: str) -> _HTTPError:
-        return _HTTPError(
-            404,
-            f"Unknown request URL: {method} {self.path}. The quiver simulator serves "
-            "GET /v1/models, POST /v1/chat/completions and GET /health.",
-            code="unknown_url",
-        )
-
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        self._send_bytes(status, _json_bytes(body), headers)
-
-    def _send_bytes(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_error(self, err: _HTTPError, headers: dict[str, str] | None = None) -> None:
-        self._send(err.status, err.body, headers)
-
-
-class _Server(ThreadingHTTPServer):
-    """A threading HTTP server that can close its open connections on stop."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, host: str, port: int, sim: Simulator) -> None:
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sim = sim
-        self._lock = threading.Lock()
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        super().__init__((host.strip("[]"), port), _Handler)
-
-    def server_bind(self) -> None:
-        """Bind without the reverse DNS lookup ``HTTPServer`` does."""
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._serve_connection,
-            args=(request, client_address),
-            name=f"quiver-sim-{self.server_address[1]}-connection-{client_address[1]}",
-            daemon=True,
-        )
-        with self._lock:
-            self._connections[request] = thread
-        thread.start()
-
-    def _serve_connection(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._lock:
-                self._connections.pop(request, None)
-
-    def close_connections(self, timeout_s: float) -> None:
-        """Shut every open connection down and wait (bounded) for its thread."""
-        with self._lock:
-            connections = list(self._connections.items())
-        for sock, _ in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by its handler
-        deadline = time.monotonic() + timeout_s
-        for _, thread in connections:
-            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 # --------------------------------------------------------------------------- Simulator
@@ -577,22 +474,24 @@ class Simulator:
 
     def _respond(self, req: SimRequest, outcome: Outcome) -> tuple[int, bytes, dict[str, str] | None]:
         """The answer to send for ``outcome``: status, body and extra headers."""
-        headers = None
         if outcome == "rate_limited":
             self._stats.add("rate_limited")
             err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
                              code="rate_limit_exceeded")
-            headers = _retry_headers(self.config.faults.retry_after_s)
-        elif outcome == "server_error":
+            return err.status, _json_bytes(err.body), _retry_headers(self.config.faults.retry_after_s)
+        if outcome == "server_error":
             self._stats.add("server_error")
             err = _HTTPError(500, "The server had an error (simulated fault).", type="server_error")
+            return err.status, _json_bytes(err.body), None
+        try:
+            body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
+        except SimRequestError as exc:  # the model refuses the request
+            self._stats.add("bad_request")
+            err = _HTTPError(400, str(exc), param=exc.param)
+        except SimulatorError as exc:
+            self._stats.add("server_error")
+            err = _HTTPError(500, str(exc), type="server_error")
         else:
-            try:
-                body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
-            except SimulatorError as exc:
-                self._stats.add("server_error")
-                err = _HTTPError(500, str(exc), type="server_error")
-            else:
-                self._stats.add(outcome)
-                return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
-        return err.status, _json_bytes(err.body), headers
+            self._stats.add(outcome)
+            return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
+        return err.status, _json_bytes(err.body), None

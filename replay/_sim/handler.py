@@ -1,0 +1,401 @@
+"""The simulator's HTTP layer: one thread per connection, with bounds on everything a
+client controls.
+
+* **Connections.** At most ``max_connections`` are served at once, each by its own
+  thread; one more is answered ``503`` with ``Retry-After`` and closed at once, without a
+  thread. The listen backlog holds up to :data:`_BACKLOG` connections not yet accepted
+  (the kernel caps it at ``net.core.somaxconn``), so a burst of hundreds of clients is
+  queued, not reset.
+* **Time.** A connection that sends nothing for ``read_timeout_s`` is closed: silently
+  when it was idle between requests (keep-alive) or had not finished a request line; with
+  a ``408`` when it stalled inside a request's headers or body.
+* **Size.** A body larger than ``max_body_bytes`` is answered ``413`` from its
+  ``Content-Length`` alone, before any of it is read (and instead of ``100 Continue``
+  when the client asks first); the connection is then closed.
+* **Errors.** Every request that reaches the simulator gets an answer in OpenAI's error
+  shape when it cannot be served: malformed HTTP (``400``, ``414``, ``431``), an unknown
+  method (``405``), a missing or wrong ``Content-Length`` (``400``, ``411``). A request
+  whose HTTP framing is intact keeps its connection open whatever its body holds.
+  Should the simulator itself fail, the client gets a ``500`` and stderr one line with
+  the method, path, status and sizes: never a message's content nor a header.
+"""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from quiver.replay._keys import SAMPLE_KEY_HEADER
+
+from .models import sim_model_names
+from .wire import _HTTPError, _json_bytes, _model_body, _retry_headers, _unknown_model
+
+if TYPE_CHECKING:
+    from .server import Simulator
+
+_BACKLOG = min(1024, socket.SOMAXCONN)
+"""The listen backlog: connections the kernel queues until the server accepts them."""
+
+_MAX_LINE = 65536
+"""The longest request line, as :mod:`http.server` allows."""
+
+_BLANK_LINES = 8
+"""How many empty lines may come before a request line."""
+
+_BUSY_RETRY_S = 1.0
+"""The wait a 503 for too many connections asks for."""
+
+_DRAIN_BYTES = 1 << 20
+"""The most unread input discarded before a refused connection is closed (so that the
+close sends FIN, not a reset that could destroy the answer before the client reads it)."""
+
+_STATUS_FOR = {501: 405, 505: 400}
+"""Status codes :mod:`http.server` uses for bad requests that would look like server
+faults: an unknown method is 405, an unsupported HTTP version 400."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection; keeps it alive across requests (HTTP/1.1)."""
+
+    protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.1"  # a malformed request line is answered with a status line
+    server_version = "quiver-sim"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self._read_timeout_s = self.server.sim.config.read_timeout_s
+        self.connection.settimeout(self._read_timeout_s)  # every read and write of the connection
+        self._responded = False
+        self._body_bytes = 0
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Stay quiet: the simulator's clients report what matters (see :meth:`_failed`)."""
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # the client went away, or stop() shut the connection down
+            self.close_connection = True
+
+    def handle_one_request(self) -> None:
+        """Read one request and answer it; never raises but :class:`OSError`."""
+        self._responded, self._body_bytes = False, 0
+        self.close_connection = True
+        try:
+            self._handle_one()
+        except OSError:
+            raise
+        except Exception as exc:  # a fault of the simulator itself
+            self._failed(exc)
+
+    def _handle_one(self) -> None:
+        try:
+            self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
+            for _ in range(_BLANK_LINES):  # blank lines before a request line are allowed
+                if self.raw_requestline.strip(b"\r\n") or not self.raw_requestline:
+                    break
+                self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
+        except TimeoutError:  # idle between requests, or a request line never finished
+            return
+        if not self.raw_requestline:
+            return
+        self.close_connection = False
+        if len(self.raw_requestline) > _MAX_LINE:
+            self.command, self.request_version = "", self.default_request_version
+            self.requestline = ""
+            self.send_error(414, f"the request line is longer than {_MAX_LINE} bytes")
+            return
+        if not self._read_head():
+            return
+        method = getattr(self, f"do_{self.command}", None)
+        if method is None:
+            self.send_error(501)
+            return
+        method()
+
+    def _read_head(self) -> bool:
+        """Parse the request line and headers (``parse_request``), a stall included."""
+        requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        if len(requestline.split()) == 2:  # as HTTP/0.9, it would be answered without a status line
+            self.command, self.request_version = "", self.default_request_version
+            self.requestline = requestline
+            self.send_error(400, "the request line has no HTTP version; the simulator speaks "
+                            "HTTP/1.0 and HTTP/1.1")
+            return False
+        try:
+            return self.parse_request()
+        except TimeoutError:
+            self._refuse(_HTTPError(
+                408, f"the request headers were not complete after {self._read_timeout_s:g} s "
+                "without data; the connection is closed",
+            ))
+            return False
+
+    def handle_expect_100(self) -> bool:
+        """Refuse an oversized body before the client sends it."""
+        try:
+            self._content_length()
+        except _HTTPError as err:
+            self._refuse(err)
+            return False
+        return super().handle_expect_100()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Answer a malformed request (found by :mod:`http.server`) in OpenAI's error shape."""
+        code = _STATUS_FOR.get(code, code)
+        if code == 405:
+            message = f"unsupported method {self.command!r}; the simulator serves GET and POST"
+        reason = message or self.responses.get(code, ("bad request",))[0]
+        self._refuse(_HTTPError(code, f"malformed HTTP request: {reason}"),
+                     {"Allow": "GET, POST"} if code == 405 else None)
+
+    # ------------------------------------------------------------------ endpoints
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self._read_body() is None:  # a body on a GET is read and ignored
+            return
+        path = urlsplit(self.path).path.rstrip("/")
+        if path == "/health":
+            self._send(200, {"status": "ok"})
+        elif path == "/v1/models":
+            models = [_model_body(name) for name in sim_model_names()]
+            self._send(200, {"object": "list", "data": models})
+        elif path.startswith("/v1/models/"):
+            name = unquote(path.removeprefix("/v1/models/"))
+            if name in sim_model_names():
+                self._send(200, _model_body(name))
+            else:
+                self._send_error(_unknown_model(name))
+        else:
+            self._send_error(self._unknown_url("GET"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        arrived = time.monotonic()
+        raw = self._read_body()
+        if raw is None:
+            return
+        if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(self._unknown_url("POST"))
+            return
+        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""), arrived)
+
+    # ------------------------------------------------------------------ bodies
+
+    def _content_length(self) -> int:
+        """The announced body size; raises :class:`_HTTPError` 400, 411 or 413."""
+        if "Transfer-Encoding" in self.headers:
+            raise _HTTPError(
+                411, "the simulator reads bodies of a known Content-Length only; "
+                f"Transfer-Encoding {self.headers['Transfer-Encoding']!r:.40} is not supported",
+            )
+        value = self.headers.get("Content-Length", "0").strip()
+        if not (value.isascii() and value.isdigit() and len(value) <= 20):
+            raise _HTTPError(400, f"Content-Length must be a whole number of bytes; got {value!r:.40}")
+        limit = self.server.sim.config.max_body_bytes
+        if int(value) > limit:
+            raise _HTTPError(
+                413, f"the request body is {int(value)} bytes (Content-Length); the simulator "
+                f"accepts at most {limit} (SimulatorConfig.max_body_bytes)",
+            )
+        return int(value)
+
+    def _read_body(self) -> bytes | None:
+        """The request body, or ``None`` once a refusal has been sent."""
+        try:
+            length = self._content_length()
+        except _HTTPError as err:
+            self._refuse(err)  # nothing of the body is read: the connection cannot go on
+            return None
+        chunks: list[bytes] = []
+        received = 0
+        try:
+            while received < length:
+                chunk = self.rfile.read1(min(length - received, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+        except TimeoutError:
+            self._refuse(_HTTPError(
+                408, f"the request body stalled for {self._read_timeout_s:g} s after {received} of "
+                f"the {length} bytes its Content-Length announced; the connection is closed",
+            ))
+            return None
+        if received < length:
+            self._refuse(_HTTPError(
+                400, f"the request body ended after {received} of the {length} bytes its "
+                "Content-Length announced",
+            ))
+            return None
+        self._body_bytes = received
+        return b"".join(chunks)
+
+    # ------------------------------------------------------------------ answers
+
+    def _unknown_url(self, method: str) -> _HTTPError:
+        return _HTTPError(
+            404,
+            f"Unknown request URL: {method} {self.path}. The quiver simulator serves "
+            "GET /v1/models, POST /v1/chat/completions and GET /health.",
+            code="unknown_url",
+        )
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_bytes(status, _json_bytes(body), headers)
+
+    def _send_bytes(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self._responded = True
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, err: _HTTPError, headers: dict[str, str] | None = None) -> None:
+        self._send(err.status, err.body, headers)
+
+    def _refuse(self, err: _HTTPError, headers: dict[str, str] | None = None) -> None:
+        """Answer ``err`` and close the connection (its framing can no longer be trusted)."""
+        self.close_connection = True
+        self._send_error(err, headers)
+
+    def _failed(self, exc: Exception) -> None:
+        """The simulator failed on a request: log one line without content, answer 500
+        when nothing was sent yet, and close the connection."""
+        command = str(getattr(self, "command", None) or "-")[:16]
+        path = urlsplit(getattr(self, "path", "") or "-").path[:200]
+        path = path.encode("ascii", "backslashreplace").decode()
+        print(f"quiver sim: {command} {path} -> 500 "
+              f"({type(exc).__name__}; request body {self._body_bytes} bytes)",
+              file=sys.stderr, flush=True)
+        self.close_connection = True
+        if not self._responded:
+            self._refuse(_HTTPError(
+                500, f"the simulator failed on this request ({type(exc).__name__}); "
+                "this is a bug in the simulator or in a simulated model", type="server_error",
+            ))
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server with a bounded number of connection threads, that can close
+    its open connections on stop."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = _BACKLOG
+
+    def __init__(self, host: str, port: int, sim: Simulator) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sim = sim
+        self._lock = threading.Lock()
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        super().__init__((host.strip("[]"), port), _Handler)
+
+    def server_bind(self) -> None:
+        """Bind without the reverse DNS lookup ``HTTPServer`` does."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(request, client_address),
+            name=f"quiver-sim-{self.server_address[1]}-connection-{client_address[1]}",
+            daemon=True,
+        )
+        with self._lock:
+            busy = len(self._connections) >= self.sim.config.max_connections
+            if not busy:
+                self._connections[request] = thread
+        if busy:
+            self._turn_away(request)
+        else:
+            thread.start()
+
+    def _turn_away(self, request: socket.socket) -> None:
+        """Answer 503 on a connection beyond ``max_connections`` and close it, without a
+        thread and without waiting for the client."""
+        limit = self.sim.config.max_connections
+        err = _HTTPError(
+            503, f"the simulator is serving its maximum of {limit} connections "
+            "(SimulatorConfig.max_connections); retry later", type="server_error",
+            code="too_many_connections",
+        )
+        body = _json_bytes(err.body)
+        head = "".join(
+            f"{name}: {value}\r\n"
+            for name, value in {
+                "Content-Type": "application/json", "Content-Length": str(len(body)),
+                **_retry_headers(_BUSY_RETRY_S), "Connection": "close",
+            }.items()
+        )
+        request.setblocking(False)
+        try:
+            request.send(f"HTTP/1.1 503 Service Unavailable\r\n{head}\r\n".encode() + body)
+            _discard_input(request)
+        except OSError:
+            pass  # the client is gone already
+        self.shutdown_request(request)
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._connections.pop(request, None)
+
+    def shutdown_request(self, request: Any) -> None:
+        """Close a connection after discarding what the client sent and nobody read, so
+        that the close is a FIN and the answer reaches the client."""
+        try:
+            request.shutdown(socket.SHUT_WR)
+            request.setblocking(False)
+            _discard_input(request)
+        except OSError:
+            pass
+        request.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line on stderr, with no content, instead of ``socketserver``'s traceback."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            print(f"quiver sim: a connection ended with {type(exc).__name__}",
+                  file=sys.stderr, flush=True)
+
+    def close_connections(self, timeout_s: float) -> None:
+        """Shut every open connection down and wait (bounded) for its thread."""
+        with self._lock:
+            connections = list(self._connections.items())
+        for sock, _ in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by its handler
+        deadline = time.monotonic() + timeout_s
+        for _, thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _discard_input(sock: socket.socket) -> None:
+    """Read and drop what has already arrived on a non-blocking socket (bounded)."""
+    dropped = 0
+    while dropped < _DRAIN_BYTES:
+        try:
+            chunk = sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        dropped += len(chunk)
