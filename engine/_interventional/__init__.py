@@ -1,5 +1,6 @@
 """What a perturbation campaign measures (QUIVER.md §6-§7, §11-§13).
 
+* ``graph``: the one graph a campaign pairs its replays with and estimates from;
 * ``pairing``: a recorded baseline next to its perturbed replay, as a pair result;
 * ``rows``: a pair row of ``pairs.jsonl`` as a typed object;
 * ``columns``: pair rows as arrays;
@@ -26,6 +27,7 @@ from .betas import (
 from .columns import TIE, Columns, Event, difference, mask
 from .estimates import RATES, STATUSES, STRATA, campaign_estimates, downstream_nodes, holm, permutation_test
 from .gate import GateCandidate, GateProfile, judge_candidate
+from .graph import CampaignGraph
 from .pairing import PairResult, Replayed, first_divergent_call, pair_results, seen_part
 from .reader import CampaignFormatError
 from .results import (
@@ -81,6 +83,7 @@ __all__ = [
     "STATUSES",
     "STRATA",
     "RATES",
+    "CampaignGraph",
     "PairResult",
     "Replayed",
     "pair_results",

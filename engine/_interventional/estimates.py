@@ -35,7 +35,10 @@ Choices QUIVER.md leaves open, made here:
   observational rate is a two-sample bootstrap of independent resamples.
 * **Downstream nodes** are those reachable from the target along
   ``graph.dag_edges()`` (loop feedback left out, as for paths), in topological order.
-  A node absent from a row's ``d`` counts as None (ran in neither trace).
+  ``graph`` is the one the pairs were formed with (a campaign's
+  :class:`~quiver._interventional.CampaignGraph`): it holds the nodes only replays ran
+  (a branch only a perturbation takes), so every node a row gives a distance can be
+  listed. A node absent from a row's ``d`` counts as None (ran in neither trace).
 * **D_output-only** is D_output with D_shape = D_iter = 0, as observationally.
 * **Betas** and their control rates: see :mod:`quiver._interventional`.
 * **Negative control.** Per downstream node present in the observational table, the
@@ -470,7 +473,8 @@ def campaign_estimates(
         observational: Same-input pairs of the baseline corpus.
         profile: ``profile.json`` of that corpus (or the :class:`Profile`), for the
             observational sigmas; None leaves validation empty.
-        graph: The pipeline graph (which nodes lie downstream of a target).
+        graph: The pipeline graph (which nodes lie downstream of a target): the one
+            the pairs were formed with, nodes only replays ran included.
         epsilon: The drift threshold (validation's d_source > eps).
         resamples: Bootstrap resamples of input groups.
         seed: Seed of the resamples and permutations.

@@ -152,7 +152,9 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
         candidate: The candidate and its probes.
         pairs: Its pairs: the candidate arm's (probe by probe, repeat by repeat), then the
             current arm's, in the same order.
-        graph: The pipeline graph (the changed node's downstream nodes, the loop).
+        graph: The pipeline graph (the changed node's downstream nodes, the loop): the
+            one ``pairs`` were formed with, so a node only the replays reached (a
+            :class:`~quiver._interventional.CampaignGraph`) is measured downstream.
         profile: The numbers the verdict rests on.
         alpha: The level of the impact sets and drift budgets.
         resamples: Bootstrap resamples of probe inputs.
