@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._interventional import PairRow, campaign_estimates, pair_results
+from quiver._interventional import CampaignGraph, PairRow, campaign_estimates, pair_results
 from quiver._observational import Profile
 from quiver._progress import Progress
 from quiver._report import interventional_report
@@ -57,7 +57,8 @@ class Pairer(threading.Thread):
         run: The campaign (its spec, output folder, embedding store and stream).
         ledger: The campaign's ledger.
         traces: The baseline traces.
-        graph: The baseline's graph.
+        graph: The campaign's graph: a block's replays add to it the nodes no baseline
+            trace ran before the block is paired; the estimates read it at the end.
         jobs: Every job, in job order.
         steps: Job id -> ladder step.
         done: Job ids already in the ledger (all of them jobs of ``jobs``).
@@ -65,7 +66,7 @@ class Pairer(threading.Thread):
             executor runs (for the progress line).
     """
 
-    def __init__(self, run: CampaignRun, ledger: Ledger, traces: list[Trace], graph: PipelineGraph,
+    def __init__(self, run: CampaignRun, ledger: Ledger, traces: list[Trace], graph: CampaignGraph,
                  jobs: list[ReplayJob], steps: dict[str, int], done: set[str],
                  on_paired: Any = None) -> None:
         super().__init__(name="quiver-pairs", daemon=True)
@@ -158,7 +159,8 @@ class Pairer(threading.Thread):
         jobs_by_id, by_id = self.jobs_by_id, self.by_id
         replays = [(job_id, ReplayResult.from_json(data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
                    for job_id, data in found if "error" not in data]
-        pairs = iter(pair_results([r for _, r in replays], self.graph, epsilon=spec.analysis.epsilon, store=store))
+        graph = self.graph.take_in(r for _, r in replays)
+        pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
         replayed = dict(replays)
         for job_id, data in found:
             job = jobs_by_id[job_id]
@@ -178,9 +180,10 @@ class Pairer(threading.Thread):
 
 
 def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,
-                  traces: list[Trace]) -> None:
+                  traces: list[Trace], graph: PipelineGraph) -> None:
     """``pairs.jsonl``, ``campaign.json`` and ``report.md`` of a finished campaign from its
-    pair rows (in job order); the result's counts from the rows."""
+    pair rows (in job order) and the graph they were paired with; the result's counts
+    from the rows."""
     spec, out = run.spec, run.out
     _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
@@ -188,7 +191,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
                      for p in spec.perturbations]
     control_rows = [c.to_json() for c in distinct(of)]
     estimates = campaign_estimates(
-        perturbations, rows, profile.table, profile.to_json(), profile.graph, epsilon=spec.analysis.epsilon,
+        perturbations, rows, profile.table, profile.to_json(), graph, epsilon=spec.analysis.epsilon,
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
         controls=control_rows,
     )

@@ -42,7 +42,7 @@ from typing import Any, TextIO
 from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
-from quiver._interventional import CampaignEstimates, PairRow, seen_part
+from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, seen_part
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress
 from quiver._report import write_profile
@@ -189,10 +189,13 @@ class CampaignRun:
         )
         return load_traces(result.traces_path).traces
 
+    def declared(self) -> PipelineGraph:
+        """The spec's graph file, or the pipeline's declarations."""
+        return load_graph(self.base_dir / self.spec.graph) if self.spec.graph else declared_graph()
+
     def graph(self, traces: list[Trace]) -> PipelineGraph:
-        """The spec's graph (or the pipeline's declarations), completed from the ok traces."""
-        base = load_graph(self.base_dir / self.spec.graph) if self.spec.graph else declared_graph()
-        return infer_graph([t for t in traces if t.status == "ok"], seen_part(base, traces))[0]
+        """The declared graph's part that ``traces`` ran, completed from the ok traces."""
+        return infer_graph([t for t in traces if t.status == "ok"], seen_part(self.declared(), traces))[0]
 
     def observational_profile(self, traces: list[Trace], graph: PipelineGraph,
                               folder: Path | None = None) -> Profile:
@@ -258,10 +261,11 @@ class CampaignRun:
                 traces = self.baseline(resume=resume)
                 profile = self.observational_profile(traces, self.graph(traces))
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
-                rows = self._replay_jobs(jobs, steps, left_out, traces, profile.graph, ledger, run_id, runner)
+                graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
+                rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner)
                 result = rows.result
                 if result.complete:
-                    write_results(self, rows.rows, profile, result, traces)
+                    write_results(self, rows.rows, profile, result, traces, graph.graph)
         finally:
             try:
                 runner.close()
@@ -272,7 +276,7 @@ class CampaignRun:
         return result
 
     def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
-                     traces: list[Trace], graph: PipelineGraph, ledger: Ledger, run_id: str,
+                     traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
                      executor: Executor) -> _Replayed:
         from .results import Pairer
 
@@ -286,7 +290,7 @@ class CampaignRun:
             )
         todo = [j for j in jobs if j.job_id not in done]
         cached = spec.replay.downstream == "cached"
-        context = self.replay_context(graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
+        context = self.replay_context(graph.graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
                                       cache_dir=out / "cache" if cached else None)
         result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
                                 executor=executor.name)

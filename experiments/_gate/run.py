@@ -11,7 +11,10 @@ QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
    floor). The arms have their own sample keys (``gate:TEMPLATE_ID:candidate`` and
    ``...:current``).
 4. **Measures, verdict and what to re-evaluate**, from each replay's pair with its
-   recorded baseline: see :mod:`quiver._interventional.gate` (d_i and its fields, the
+   recorded baseline, pairs and downstream nodes read from one graph: the baseline's
+   and the nodes the candidate's replays reached that no baseline trace ran
+   (:class:`~quiver._interventional.CampaignGraph`). See
+   :mod:`quiver._interventional.gate` (d_i and its fields, the
    D_shape and D_iter rates and every downstream node's distance, per arm and paired;
    ``fail``, exit 1, when d_i exceeds the node's beta_shape or a rate rises; otherwise
    ``pass``, exit 0, with the impact set).
@@ -38,7 +41,14 @@ from typing import Any, TextIO
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._interventional import CampaignEstimates, GateCandidate, GateProfile, judge_candidate, pair_results
+from quiver._interventional import (
+    CampaignEstimates,
+    CampaignGraph,
+    GateCandidate,
+    GateProfile,
+    judge_candidate,
+    pair_results,
+)
 from quiver._progress import Progress
 from quiver._trace import Trace, load_traces
 from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
@@ -219,17 +229,21 @@ def run_gate(
         raise QuiverError(f"{len(failed)} of {len(jobs)} gate replays failed, so no verdict is given; the first: "
                           f"{failed[0][0].job_id}: {str(failed[0][1]).splitlines()[0][:300]}")
     store = run.embedding_store()
+    declared = run.declared()
     rows = []
     try:
         for template, file, node, chosen, js in plan:
             by_id = {t.trace_id: t for t in chosen}
             replays = [ReplayResult.from_json(results[j.job_id], by_id[j.trace["trace_id"]]) for j in js]
-            pairs = pair_results(replays, graph, epsilon=spec.analysis.epsilon, store=store)
+            # the candidate's pairs and its downstream nodes read one graph: the baseline's
+            # and the nodes its replays reached
+            reached = CampaignGraph(graph, declared).take_in(replays)
+            pairs = pair_results(replays, reached, epsilon=spec.analysis.epsilon, store=store)
             bad = [p for p in pairs if p.status != "ok"]
             if bad:
                 raise QuiverError(f"{len(bad)} gate replay(s) of {template} did not pair cleanly (status "
                                   f"{bad[0].status}); the first: {bad[0].trace_id}")
-            rows.append(judge_candidate(GateCandidate(template, file, node, chosen, repeats_n), pairs, graph, profile,
+            rows.append(judge_candidate(GateCandidate(template, file, node, chosen, repeats_n), pairs, reached, profile,
                                         alpha=alpha_v, resamples=spec.analysis.resamples, seed=seed_n,
                                         epsilon=spec.analysis.epsilon))
     finally:
