@@ -126,15 +126,18 @@ def run_record(
     output_dir.mkdir(parents=True, exist_ok=True)
     redactor = spec_redactor(spec)
     resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n"
-    resolved_path = output_dir / "spec.resolved.json"
-    if not resolved_path.is_file() or resolved_path.read_text(encoding="utf-8") != resolved:
-        resolved_path.write_text(resolved, encoding="utf-8")
+    # a finished recording may be left as it is: its resolved spec is replaced only when it is not
+    finished = resume and (output_dir / "traces.jsonl").exists() and not (output_dir / "traces.jsonl.partial").exists()
+    if not finished:
+        (output_dir / "spec.resolved.json").write_text(resolved, encoding="utf-8")
     with open_llm(spec.llm, base_dir) as client:
         result = record_corpus(
             fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
             llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
             resume=resume, retry_failed=overrides.retry_failed, progress_stream=progress_stream,
         )
+    if finished and not result.already_complete:
+        (output_dir / "spec.resolved.json").write_text(resolved, encoding="utf-8")
     return spec, result
 
 
