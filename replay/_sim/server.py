@@ -256,7 +256,9 @@ class SimulatorConfig(BaseModel):
 
     read_timeout_s: float = 30.0
     """How long a connection may send nothing, in seconds, before it is closed: at once
-    when it was idle between requests, with a 408 when it stalled inside a request."""
+    when it was idle between requests, with a 408 when it stalled inside a request. Keep
+    it above the clients' keep-alive expiry (httpx and the OpenAI SDK: 5 s), so that no
+    client reuses a connection the simulator is closing."""
 
     max_connections: int = 1024
     """Connections served at once (one thread each); one more gets a 503 with

@@ -41,6 +41,9 @@ class _HTTPError(Exception):
         param: str | None = None,
         code: str | None = None,
     ) -> None:
+        # A message may quote the request: a lone surrogate becomes the text \udxxx, so
+        # that the body can be encoded.
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(message)
         self.status = status
         self.body = {"error": {"message": message, "type": type, "param": param, "code": code}}
