@@ -4,6 +4,9 @@
 every dimension frozen and no perturbation and reports, per trace that does not
 reproduce, its first divergent call and a field diff. With ``--node`` and ``--op`` it
 perturbs that node in every trace where it ran and writes the pair results.
+
+A trace file that cannot be opened stops the command (exit 2); a bad line is reported
+(``skipped: FILE:LINE: ...``), the other traces are replayed, and the exit is 1.
 """
 
 from __future__ import annotations
@@ -80,18 +83,23 @@ def add_parser(sub: Any) -> None:
     rep.set_defaults(handler=command)
 
 
-def _traces(files: list[Path], limit: int | None) -> list[Trace]:
-    from quiver._trace import load_traces
+def _traces(files: list[Path], limit: int | None) -> tuple[list[Trace], int]:
+    """The traces to replay and how many bad lines were skipped (each reported on stderr)."""
+    from quiver._trace import check_trace_file, load_traces
 
+    for path in files:
+        check_trace_file(path)
     out: list[Trace] = []
+    skipped = 0
     for path in files:
         loaded = load_traces(path)
         for err in loaded.errors:
             print(f"skipped: {err}", file=sys.stderr)
+        skipped += len(loaded.errors)
         out.extend(loaded.traces)
     if not out:
         raise QuiverError(f"no trace to replay in {', '.join(map(str, files))}")
-    return out[:limit] if limit is not None else out
+    return (out[:limit] if limit is not None else out), skipped
 
 
 @contextlib.contextmanager
@@ -148,7 +156,7 @@ def command(args: argparse.Namespace) -> int:
         raise QuiverError(f"--params is not JSON ({exc.msg} at column {exc.colno}): {args.params}") from None
     if not isinstance(params, dict):
         raise QuiverError(f"--params must be a JSON object; got {args.params}")
-    traces = _traces(args.traces, args.limit)
+    traces, skipped = _traces(args.traces, args.limit)
     overlap = set(args.live_node) & set(args.frozen_node)
     if overlap:
         raise QuiverError(f"node(s) {', '.join(sorted(overlap))} cannot be both --live-node and --frozen-node")
@@ -156,8 +164,10 @@ def command(args: argparse.Namespace) -> int:
     with _setup(args) as (fn, client, base):
         graph = _graph(args)
         if args.op is None:
-            return _check(args, traces, fn, client, mode, graph)
-        return _perturb(args, traces, fn, client, mode, graph, base, params)
+            code = _check(args, traces, fn, client, mode, graph)
+        else:
+            code = _perturb(args, traces, fn, client, mode, graph, base, params)
+    return max(code, EXIT_PROBLEMS) if skipped else code
 
 
 def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Callable[[Trace, int], Any]) -> list[Any]:
