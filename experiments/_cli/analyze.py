@@ -103,6 +103,11 @@ def command(args: argparse.Namespace) -> int:
 
     for path in args.traces:
         check_trace_file(path)  # a missing file, a folder: one line, before any work
+    if args.golden is not None and not args.golden.is_file():
+        from quiver._errors import QuiverError
+
+        what = "is a folder" if args.golden.is_dir() else "does not exist"
+        raise QuiverError(f"golden file {args.golden} {what}; give a JSONL file of {{input_id, node, output}} lines")
     kwargs: dict[str, Any] = {
         "epsilon": args.epsilon, "resamples": args.resamples, "seed": args.seed,
         "embedder": args.embedder, "cache_dir": args.cache,

@@ -394,3 +394,16 @@ def test_the_messages_of_calls_that_are_not_a_graph(lines: list[bytes], workdir:
         f"{path}:3: calls[2]: parent cycle c2 -> c4 -> c2; a call's parents must have ended before it",
         f"{path}:4: calls[{last}].call_id: duplicate of calls[0] ('c0'); call ids are unique within a trace",
     ]
+
+
+@pytest.mark.parametrize("name", ["missing-golden.jsonl", "golden-folder"])
+def test_a_golden_file_that_cannot_be_opened_is_one_line(name: str, lines: list[bytes], workdir: Path) -> None:
+    corpus = workdir / "corpus" / "traces.jsonl"
+    golden = workdir / name
+    if name.endswith("folder"):
+        golden.mkdir(exist_ok=True)
+    result = run_cli(["analyze", str(corpus), "--out", str(workdir / "analysis"), "--golden", str(golden), "--quiet"])
+    what = "is a folder" if name.endswith("folder") else "does not exist"
+    assert result.code == 2 and result.stderr == (
+        f"quiver analyze: error: golden file {golden} {what}; give a JSONL file of {{input_id, node, output}} lines\n"
+    )
