@@ -241,6 +241,7 @@ def record_corpus(
         write_traces(tmp, traces)
         os.replace(tmp, final_path)
         partial_path.unlink()
+        partial_path.with_name(partial_path.name + ".tmp").unlink(missing_ok=True)  # left by a kill in _rewrite
         stats = (Counter(llm.stats) - retries_before) if llm is not None else Counter()
         result = RecordResult(
             run_id=run_id, traces_path=final_path, summary_path=output_dir / "summary.json",
