@@ -32,8 +32,11 @@ from .openinference import OpenInferenceFormat, export_openinference, to_otlp, w
 from .otel import OtelFormat, flatten, response_usage
 from .registry import ImportFormatError, get_format, import_format, registered_formats, unregister_format
 from .values import (
+    MAX_DEPTH,
+    NestedTooDeep,
     documents,
     iso_from_ns,
+    loads,
     messages_text,
     normalise_messages,
     parse_json,
@@ -59,6 +62,9 @@ __all__ = [
     "summary_key",
     "unflatten",
     "input_mapping",
+    "MAX_DEPTH",
+    "NestedTooDeep",
+    "loads",
     "parse_json",
     "parse_json_strict",
     "normalise_messages",

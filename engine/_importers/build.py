@@ -8,7 +8,6 @@ name in :mod:`quiver._importers.registry` (the built-in ones are in
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter, defaultdict
@@ -34,6 +33,7 @@ from .common import (
     summary_key,
 )
 from .registry import get_format
+from .values import MAX_DEPTH, loads, too_deep
 
 __all__ = ["ImportResult", "import_traces"]
 
@@ -137,14 +137,50 @@ def import_traces(
     result = ImportResult(format=fmt.name, sources=[str(s) for s in sources if isinstance(s, (str, os.PathLike))])
     spans: list[SourceSpan] = []
     for value, where in read_sources(sources, result.problems):
-        spans += fmt.spans(value, where, result.problems)
+        spans += _spans_of(fmt, value, where, result.problems)
     for i, span in enumerate(spans):
         span.index = i
     result.spans_read = len(spans)
-    drafts = [_Assembly(fmt, group, namer, result).draft() for group in _by_trace(_dedupe(spans, result.problems))]
+    drafts = [d for group in _by_trace(_dedupe(spans, result.problems)) if (d := _draft(fmt, group, namer, result))]
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
     result.traces = _finish(drafts, group_by, fmt, result.problems)
     return result
+
+
+_UNEXPECTED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError,
+               ValidationError)
+"""What a format's reading or mapping of data it did not foresee may raise: the record or
+trace is reported as a problem (with the error) and the import goes on."""
+
+
+def _spans_of(fmt: SpanFormat, value: Any, where: str, problems: list[ImportProblem]) -> list[SourceSpan]:
+    """The spans of one record; a record nested too deeply, or one the format fails on,
+    is a problem and gives none."""
+    if too_deep(value):
+        problems.append(ImportProblem(where, None, f"the record is nested more than {MAX_DEPTH} levels deep; skipped"))
+        return []
+    try:
+        return fmt.spans(value, where, problems)
+    except _UNEXPECTED as exc:
+        problems.append(ImportProblem(where, None, f"the {fmt.name} format could not read this record "
+                                      f"({_error_text(exc)}); skipped"))
+        return []
+
+
+def _draft(fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, result: ImportResult) -> _Draft | None:
+    """One trace's draft; a trace whose spans the format fails to map is a problem and left out."""
+    try:
+        return _Assembly(fmt, spans, namer, result).draft()
+    except _UNEXPECTED as exc:
+        first = min(spans, key=lambda s: s.index)
+        result.problems.append(ImportProblem(first.where, first.span_id, f"the trace of this span could not be "
+                                             f"built ({_error_text(exc)}); its {len(spans)} span(s) were left out"))
+        return None
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
 def _check_group_by(group_by: str | None) -> None:
@@ -207,24 +243,44 @@ def _dedupe(spans: list[SourceSpan], problems: list[ImportProblem]) -> list[Sour
 def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
     """Spans by trace: the trace id, else the root reached through parent ids, else the span alone."""
     loose = {s.span_id: s for s in spans if s.trace_id is None and s.span_id is not None}
-
-    def root_of(span: SourceSpan) -> str | None:
-        seen: set[str] = set()
-        while span.parent_id in loose and span.parent_id not in seen:
-            seen.add(span.parent_id)
-            span = loose[span.parent_id]
-        return span.span_id
-
+    root = _roots(loose)
     groups: dict[tuple[str, Any], list[SourceSpan]] = {}
     for span in spans:
         if span.trace_id is not None:
             key: tuple[str, Any] = ("trace", span.trace_id)
         elif span.span_id is not None:
-            key = ("root", root_of(span))
+            key = ("root", root[span.span_id])
         else:
             key = ("span", span.index)
         groups.setdefault(key, []).append(span)
     return list(groups.values())
+
+
+def _roots(loose: dict[str, SourceSpan]) -> dict[str, str]:
+    """The root span id of every span, through parent ids, each link followed once; the
+    spans of a parent cycle (and those under it) share the least span id of the cycle."""
+    root: dict[str, str] = {}
+    for start in loose:
+        path: list[str] = []
+        on_path: dict[str, int] = {}
+        cur = start
+        while True:
+            if cur in root:
+                found = root[cur]
+                break
+            if cur in on_path:
+                found = min(path[on_path[cur]:])
+                break
+            on_path[cur] = len(path)
+            path.append(cur)
+            pid = loose[cur].parent_id
+            if pid is None or pid not in loose:
+                found = cur
+                break
+            cur = pid
+        for span_id in path:
+            root[span_id] = found
+    return root
 
 
 @dataclass
@@ -242,7 +298,7 @@ def _take_quiver(attrs: Attrs, note: Callable[[str], None]) -> dict[str, Any]:
         name, value = key[7:], attrs.get(key)
         if name in _QUIVER_JSON and isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = loads(value)
             except ValueError:
                 attrs.used.discard(key)
                 note(f"{key} is not JSON; kept in tags")
@@ -299,18 +355,24 @@ class _Assembly:
         return parent
 
     def _break_cycles(self, parent: dict[int, SourceSpan | None]) -> None:
+        """Root one span of every parent cycle (the first by start time, then span id), in
+        one pass over the spans: each parent link is followed once."""
+        done: set[int] = set()
         for span in self.calls:
             path: list[SourceSpan] = []
+            on_path: dict[int, int] = {}
             cur: SourceSpan | None = span
-            while cur is not None and cur not in path:
+            while cur is not None and id(cur) not in done and id(cur) not in on_path:
+                on_path[id(cur)] = len(path)
                 path.append(cur)
                 cur = parent[id(cur)]
-            if cur is not None:
-                cycle = path[path.index(cur):]
+            if cur is not None and id(cur) in on_path:
+                cycle = path[on_path[id(cur)]:]
                 head = min(cycle, key=_sibling_key)
                 parent[id(head)] = None
-                self.note(head, "parent links form a cycle ("
-                          + " -> ".join(str(s.span_id) for s in cycle) + "); imported as a root-level call")
+                self.note(head, f"parent links form a cycle of {len(cycle)} span(s) ({_cycle_text(head, cycle)}); "
+                          "imported as a root-level call")
+            done.update(on_path)
 
     def order(self, parent: dict[int, SourceSpan | None]) -> list[SourceSpan]:
         ids = [self.mapped[id(s)][1].get("call_id") for s in self.calls]
@@ -344,6 +406,7 @@ class _Assembly:
         occurrences: Counter[str] = Counter()
         siblings: Counter[tuple[int | None, str]] = Counter()
         paths: dict[int, str] = {}
+        known = set(ids.values())
         for span in order:
             p = parent[id(span)]
             mc, q, tags = self.mapped[id(span)]
@@ -360,7 +423,7 @@ class _Assembly:
                 "started_at": _seconds(span.start_ns, t0), "ended_at": _seconds(span.end_ns or span.start_ns, t0),
             }
             occurrences[node] += 1
-            calls.append(self._call(span, derived, q, set(ids.values())))
+            calls.append(self._call(span, derived, q, known))
         calls[0] = calls[0].model_copy(update={"output": self._inputs(order, parent)})
         return self._draft(order, parent, calls, t0)
 
@@ -427,6 +490,19 @@ class _Assembly:
         if scopes:
             note["scopes"] = scopes
         return note
+
+
+_CYCLE_SHOWN = 12
+"""Span ids a cycle's problem lists before it counts the rest."""
+
+
+def _cycle_text(head: SourceSpan, cycle: list[SourceSpan]) -> str:
+    """The cycle's span ids from ``head`` along the parent links: ``a -> c -> b -> a``."""
+    start = cycle.index(head)
+    ids = [str(s.span_id) for s in cycle[start:] + cycle[:start]]
+    if len(ids) > _CYCLE_SHOWN:
+        return " -> ".join(ids[:_CYCLE_SHOWN]) + f" -> ... ({len(ids) - _CYCLE_SHOWN} more) -> {ids[0]}"
+    return " -> ".join([*ids, ids[0]])
 
 
 def _sibling_key(span: SourceSpan) -> tuple[Any, ...]:

@@ -56,6 +56,7 @@ import gzip
 import json
 import os
 import re
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ from typing import Any
 from quiver._canonical import to_jsonable
 from quiver._errors import QuiverError
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, RetrievalDoc, ToolStep
+
+from .values import MAX_DEPTH, NestedTooDeep, loads
 
 __all__ = [
     "NOTHING",
@@ -360,8 +363,11 @@ def _read_text(path: Path) -> str:
     if not path.is_file():
         raise QuiverError(f"{path}: no such file; give span files exported as JSON or JSON Lines")
     raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+    if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except zlib.error as exc:  # a damaged deflate stream (a bad header is an OSError)
+            raise OSError(f"not a readable gzip file: {exc}") from None
     return raw.decode("utf-8-sig")
 
 
@@ -378,19 +384,28 @@ def read_file(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, 
     """A JSON document, a JSON array (element by element) or JSON Lines; truncated files in part."""
     try:
         text = _read_text(path)
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        problems.append(ImportProblem(str(path), None, f"cannot be read as UTF-8 text ({exc}); file skipped"))
+    except UnicodeDecodeError as exc:
+        raw = exc.object if isinstance(exc.object, bytes) else b""
+        line = raw.count(b"\n", 0, exc.start) + 1
+        problems.append(ImportProblem(f"{path}:{line}", None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                                      f"byte {exc.start}); file skipped" if raw else "not UTF-8 text; file skipped"))
+        return
+    except (OSError, EOFError) as exc:
+        problems.append(ImportProblem(str(path), None, f"cannot be read ({exc}); file skipped"))
         return
     if not text.strip():
         problems.append(ImportProblem(str(path), None, "the file is empty"))
         return
-    if text.lstrip().startswith("["):
-        whole = _try_json(text)
+    whole = _try_json(text)
+    if text.lstrip().startswith("["):  # an array is read record by record
         if whole is not NOTHING or not _looks_like_jsonl(text):
             yield from _array_items(text, path, problems)
             return
-    whole = _try_json(text)
-    if whole is not NOTHING:
+    if whole is _TOO_DEEP and not _looks_like_jsonl(text):
+        problems.append(ImportProblem(str(path), None, f"the JSON is nested more than {MAX_DEPTH} levels deep; "
+                                      "file skipped"))
+        return
+    if whole is not NOTHING and whole is not _TOO_DEEP:
         yield whole, str(path)
     elif _looks_like_jsonl(text):
         yield from _jsonl(text, path, problems)
@@ -398,16 +413,23 @@ def read_file(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, 
         yield from _salvage(text, path, problems)
 
 
+_TOO_DEEP: Any = type("TooDeep", (), {"__repr__": lambda self: "TOO_DEEP"})()
+"""What :func:`_try_json` returns for JSON nested more than :data:`MAX_DEPTH` levels."""
+
+
 def _try_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads(text)
+    except NestedTooDeep:
+        return _TOO_DEEP
     except ValueError:
         return NOTHING
 
 
 def _looks_like_jsonl(text: str) -> bool:
     lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) > 1 and any(isinstance(_try_json(line), (dict, list)) for line in lines[:2])
+    return len(lines) > 1 and any(isinstance(_try_json(line), (dict, list)) or _try_json(line) is _TOO_DEEP
+                                  for line in lines[:2])
 
 
 def _jsonl(text: str, path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, str]]:
@@ -415,7 +437,7 @@ def _jsonl(text: str, path: Path, problems: list[ImportProblem]) -> Iterator[tup
         if not line.strip():
             continue
         try:
-            yield json.loads(line), f"{path}:{lineno}"
+            yield loads(line), f"{path}:{lineno}"
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
@@ -448,6 +470,12 @@ def _array_items(text: str, path: Path, problems: list[ImportProblem]) -> Iterat
                 f"truncated or invalid JSON ({exc.msg}); the records before line {line} were imported, "
                 "the record from there on was not"))
             return
+        except RecursionError:
+            problems.append(ImportProblem(
+                f"{path}:{line}", _id_in(text[pos:pos + 4000]),
+                f"the record is nested more than {MAX_DEPTH} levels deep; the records before line {line} were "
+                "imported, the record from there on was not"))
+            return
         yield value, f"{path}:{line}"
         pos = end
 
@@ -466,6 +494,9 @@ def _salvage(text: str, path: Path, problems: list[ImportProblem]) -> Iterator[t
         json.loads(text)
     except json.JSONDecodeError as exc:
         error = exc
+    except (ValueError, RecursionError):  # not reached: read_file knows the text is not JSON
+        problems.append(ImportProblem(str(path), None, "not valid JSON; nothing in the file could be imported"))
+        return
     stack = _scan(text[: error.pos])
     recovered = NOTHING
     if stack:
@@ -476,7 +507,7 @@ def _salvage(text: str, path: Path, problems: list[ImportProblem]) -> Iterator[t
         recovered = _try_json(text[: frame.cut] + closers)
         cut_id = _id_in(text[frame.cut: frame.cut + 4000])
     where = f"{path}:{error.lineno}:{error.colno}"
-    if recovered is NOTHING or recovered in ({}, []):
+    if recovered is NOTHING or recovered is _TOO_DEEP or recovered in ({}, []):
         problems.append(ImportProblem(where, _id_in(text[: error.pos][-4000:]),
                                       f"not valid JSON ({error.msg}); nothing in the file could be imported"))
         return

@@ -44,6 +44,7 @@ environment, timestamps of ingestion, ...) is kept in the call's
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -130,8 +131,9 @@ class LangfuseFormat(SpanFormat):
         meta = _attributes(span)
         mc = MappedCall(kind=_refined_kind(_TYPES.get(str(type_), "transform"), type_, meta))
         given = attrs.get("input")
-        mc.input = NOTHING if given is None else parse_json(given)
-        mc.output = parse_json(attrs.get("output"))
+        mc.input = NOTHING if given is None else parse_json(
+            given, on_deep=lambda why: note(f"input is {why}; imported as text"))
+        mc.output = parse_json(attrs.get("output"), on_deep=lambda why: note(f"output is {why}; imported as text"))
         mc.error = self._error(attrs)
         mc.model = self._model(attrs)
         if mc.model is not None or mc.kind == "llm":
@@ -177,8 +179,9 @@ class LangfuseFormat(SpanFormat):
         else:
             content = canonical_json(output)
         details = parse_json(attrs.get("usageDetails"))
-        usage = {_USAGE.get(str(k), str(k)): int(v) for k, v in (details or {}).items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool)} if isinstance(details, Mapping) else {}
+        usage = ({_USAGE.get(str(k), str(k)): int(v) for k, v in (details or {}).items()
+                 if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+                 if isinstance(details, Mapping) else {})
         return LLMResponse(content=content, usage=usage)
 
     def _tool(self, span: SourceSpan, meta: Mapping[str, Any], given: Any, output: Any) -> ToolStep:

@@ -64,7 +64,17 @@ from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall,
 from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
 from .otel import OtelFormat, response_usage
 from .registry import import_format
-from .values import documents, iso_from_ns, messages_text, normalise_messages, parse_json, render_messages, to_ns
+from .values import (
+    NestedTooDeep,
+    documents,
+    iso_from_ns,
+    loads,
+    messages_text,
+    normalise_messages,
+    parse_json,
+    render_messages,
+    to_ns,
+)
 
 __all__ = ["OpenInferenceFormat", "export_openinference", "write_openinference", "to_otlp"]
 
@@ -141,11 +151,14 @@ def _value(attrs: Attrs, which: str, note: Note) -> Any:
         return raw
     if mime == "application/json":
         try:
-            return json.loads(raw)
+            return loads(raw)
+        except NestedTooDeep as exc:
+            note(f"{which}.value is {exc}; imported as text")
+            return raw
         except ValueError:
             note(f"{which}.value is declared application/json but is not JSON; imported as text")
             return raw
-    return parse_json(raw)
+    return parse_json(raw, on_deep=lambda why: note(f"{which}.value is {why}; imported as text"))
 
 
 def _model(attrs: Attrs, note: Note) -> ModelInfo | None:

@@ -49,6 +49,7 @@ attribute, or the attribute ``metadata.KEY`` or ``ai.telemetry.metadata.KEY``;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -104,7 +105,14 @@ def _any_value(value: Any) -> Any:
 def _kv(items: Any) -> dict[str, Any]:
     if isinstance(items, Mapping):
         return flatten(items)
-    return {kv["key"]: _any_value(kv.get("value")) for kv in items or [] if isinstance(kv, Mapping) and "key" in kv}
+    if not isinstance(items, list):
+        return {}
+    return {str(kv["key"]): _any_value(kv.get("value")) for kv in items if isinstance(kv, Mapping) and "key" in kv}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else nothing (a span field of the wrong type)."""
+    return value if isinstance(value, list) else []
 
 
 def _hex(value: Any) -> str | None:
@@ -193,7 +201,7 @@ class OtelFormat(SpanFormat):
         status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
         code = status.get("code", status.get("status_code", rec.get("status_code")))
         message = status.get("message", status.get("description", rec.get("status_message")))
-        events = [e for e in rec.get("events") or [] if isinstance(e, Mapping)]
+        events = [e for e in _list(rec.get("events")) if isinstance(e, Mapping)]
         error = None
         if code in (2, "ERROR", "STATUS_CODE_ERROR"):
             error, events = _error(events, message)
@@ -201,7 +209,7 @@ class OtelFormat(SpanFormat):
             envelope["status"] = {"code": code, "message": message}
         if events:
             envelope["events"] = [{**e, "attributes": _kv(e.get("attributes"))} for e in events]
-        links = [link for link in rec.get("links") or [] if link]
+        links = [link for link in _list(rec.get("links")) if link]
         if links:
             envelope["links"] = links
         return envelope, error
@@ -254,6 +262,7 @@ class OtelFormat(SpanFormat):
                 return "llm"
             return "tool" if vercel == "ai.toolCall" else "transform"
         op = attrs.get("gen_ai.operation.name")
+        op = op if isinstance(op, str) else None
         if op in _LLM_OPS or (op is None and "gen_ai.request.model" in attrs):
             return "llm"
         if op == "execute_tool" or (op is None and "gen_ai.tool.name" in attrs):
@@ -380,7 +389,7 @@ def response_usage(attrs: Attrs) -> dict[str, int]:
     usage = {}
     for name, keys in names.items():
         value = attrs.first(*keys)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             usage[name] = int(value)
     return usage
 

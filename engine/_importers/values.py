@@ -23,8 +23,9 @@ all to one form before they become :class:`~quiver.Message` records:
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,10 @@ from quiver._canonical import canonical_json, content_hash, to_jsonable
 from quiver._trace import Message, RetrievalDoc
 
 __all__ = [
+    "MAX_DEPTH",
+    "NestedTooDeep",
+    "loads",
+    "too_deep",
     "parse_json",
     "parse_json_strict",
     "normalise_messages",
@@ -45,23 +50,69 @@ __all__ = [
 _ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "developer": "system"}
 
 
-def parse_json(value: Any) -> Any:
-    """A value parsed from JSON where it is JSON (strings only; twice for a JSON-encoded JSON string)."""
+MAX_DEPTH = 100
+"""The deepest nesting of objects and arrays an imported value may have: deeper ones
+(which Python's json module cannot always read, nor the engine hash) are not read as
+JSON: a record is skipped, a JSON string attribute is kept as text, with a problem."""
+
+
+class NestedTooDeep(ValueError):
+    """JSON nested more than :data:`MAX_DEPTH` levels."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested more than {MAX_DEPTH} levels deep")
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` has mappings or lists nested more than ``limit`` levels (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (Mapping, list, tuple)))
+    return False
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, raising :class:`NestedTooDeep` (a ``ValueError``) for data nested
+    more than :data:`MAX_DEPTH` levels, where json itself may raise ``RecursionError``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise NestedTooDeep() from None
+    if isinstance(value, (dict, list)) and too_deep(value):
+        raise NestedTooDeep()
+    return value
+
+
+def parse_json(value: Any, on_deep: Callable[[str], None] | None = None) -> Any:
+    """A value parsed from JSON where it is JSON (strings only; twice for a JSON-encoded
+    JSON string). JSON nested more than :data:`MAX_DEPTH` levels stays a string, and
+    ``on_deep`` (when given) is told why."""
     for attempt in range(2):
         if not isinstance(value, str) or not value.strip():
             return value
         if attempt and value.lstrip()[:1] not in ("{", "["):
             return value
         try:
-            value = json.loads(value)
+            value = loads(value)
+        except NestedTooDeep as exc:
+            if on_deep is not None:
+                on_deep(str(exc))
+            return value
         except ValueError:
             return value
     return value
 
 
 def parse_json_strict(value: Any) -> Any:
-    """Parse a string as JSON exactly once; raises ``ValueError`` when it is not JSON."""
-    return json.loads(value) if isinstance(value, str) else value
+    """Parse a string as JSON exactly once; raises ``ValueError`` when it is not JSON
+    (:class:`NestedTooDeep` when it is nested too deeply)."""
+    return loads(value) if isinstance(value, str) else value
 
 
 def _text_part(text: Any) -> dict[str, Any]:
@@ -99,10 +150,10 @@ def _part(raw: Any) -> dict[str, Any]:
         return _tool_response(raw.get("id", raw.get("toolCallId")),
                               raw.get("response", raw.get("output", raw.get("result"))))
     if "function_call" in raw:  # Gemini
-        call = raw["function_call"] or {}
+        call = raw["function_call"] if isinstance(raw["function_call"], Mapping) else {}
         return _tool_call(call.get("id"), call.get("name"), call.get("args"))
     if "function_response" in raw:
-        resp = raw["function_response"] or {}
+        resp = raw["function_response"] if isinstance(raw["function_response"], Mapping) else {}
         return _tool_response(resp.get("id", resp.get("name")), resp.get("response"))
     if "message_content" in raw:  # OpenInference message.contents.N
         inner = raw["message_content"]
@@ -137,7 +188,7 @@ def _message_parts(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
     calls = msg.get("tool_calls") or (msg.get("additional_kwargs") or {}).get("tool_calls")
     parts += _openai_tool_calls(calls)
     call_id = msg.get("tool_call_id")
-    if call_id is not None and parts and all(p["type"] == "text" for p in parts):
+    if call_id is not None and parts and all(p.get("type") == "text" for p in parts):
         text = "".join(p["content"] for p in parts)
         parts = [_tool_response(call_id, text)]
     return parts
@@ -256,6 +307,8 @@ def to_ns(value: Any) -> int | None:
         return int(value[0]) * 1_000_000_000 + int(value[1])
     if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?", value.strip()):
         value = float(value) if "." in value else int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, (int, float)):
         for limit, scale in ((1e17, 1), (1e14, 1_000), (1e11, 1_000_000)):
             if abs(value) >= limit:
@@ -265,7 +318,10 @@ def to_ns(value: Any) -> int | None:
         m = _ISO.match(value.strip())
         if m is None:
             return None
-        base = datetime.fromisoformat(m.group(1).replace(" ", "T") + _offset(m.group(3)))
+        try:
+            base = datetime.fromisoformat(m.group(1).replace(" ", "T") + _offset(m.group(3)))
+        except ValueError:  # shaped like a time, but no time (month 13, hour 25)
+            return None
         frac = (m.group(2) or "")[:9].ljust(9, "0")
         return int(base.timestamp()) * 1_000_000_000 + int(frac)
     return None
