@@ -36,6 +36,7 @@ from .model import (
     ToolStep,
     Trace,
     call_graph_problems,
+    printable,
     trace_json_schema,
 )
 from .redact import RedactingFilter, RedactionConfig, Redactor
@@ -54,6 +55,7 @@ __all__ = [
     "Trace",
     "trace_json_schema",
     "call_graph_problems",
+    "printable",
     "MAX_NESTING",
     "check_trace_file",
     "iter_lines",

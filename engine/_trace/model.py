@@ -43,6 +43,7 @@ __all__ = [
     "Trace",
     "trace_json_schema",
     "call_graph_problems",
+    "printable",
 ]
 
 SCHEMA_VERSION: Literal[1] = 1
