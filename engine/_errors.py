@@ -24,7 +24,8 @@ boundary where they are caught, so callers only need to know these classes::
      ├── CampaignFormatError   a campaign.json or pair row that cannot be read back (quiver._interventional)
      ├── UnknownPerturbationError  no perturbation of that id in a campaign (quiver._interventional)
      ├── OperatorError         an operator that cannot be built or applied (quiver.perturbations)
-     └── ReplayError           a replay that cannot be set up (quiver.replay)
+     ├── ReplayError           a replay that cannot be set up (quiver.replay)
+     └── LedgerError           a campaign ledger that is damaged or cannot be read (quiver.experiments)
 
 Messages follow one pattern: what was wrong, where, and what would be right.
 """

@@ -2,12 +2,25 @@
 
 A SQLite database in the run folder (WAL journal, ``synchronous=FULL``): one row per job
 id holding the job's replay result (the perturbed trace, the target report, the LLM
-calls and retries; or the error of a replay that failed), redacted. Finished replays are
-committed in batches, one transaction each: a campaign killed at any instant (SIGKILL
-included) loses at most the replays still in flight or waiting for their batch;
-``quiver run SPEC --resume`` reads the ledger, skips every job it holds and runs the
-rest, so no replay is lost and none is run twice. The job id is the primary key: a
-second write of the same job is ignored, never duplicated.
+calls and retries; or the error of a replay that failed), redacted, with a CRC-32 of its
+text and whether the replay failed. Finished replays are committed in batches, one
+transaction each: a campaign killed at any instant (SIGKILL included) loses at most the
+replays still in flight or waiting for their batch; ``quiver run SPEC --resume`` reads
+the ledger, skips every job it holds and runs the rest, so no replay is lost and none is
+run twice. The job id is the primary key: a second write of the same job is ignored,
+never duplicated. ``--retry-failed`` removes the rows of failed replays first
+(:meth:`Ledger.forget`), so exactly those run again.
+
+Beside the replays the ledger keeps what each perturbation's replays were made with
+(:mod:`quiver.experiments._campaign.identity`), so that a resume never reuses replays
+of a perturbation whose parameters, files or code have changed since.
+
+Every read and write goes through one layer that turns what SQLite, the JSON decoder or
+a row without its keys raise into :class:`LedgerError`: a damaged ledger (truncated,
+bytes flipped, header overwritten, a row that is not a replay) is one line naming the
+file and the way out, never a traceback. Opening a ledger checks it whole
+(``PRAGMA quick_check`` and every row's CRC), so a damaged one is refused before any
+work starts.
 
 Pair rows (distances, strata, divergence indicators) are not stored: they are a pure
 function of the baseline, the replay and the embedding model, computed from the ledger
@@ -17,25 +30,74 @@ block by block, in job order, as the blocks fill (see
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from quiver._errors import QuiverError
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "LedgerError", "REPLAY_KEYS", "replay_failed"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS replays (
     job_id TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    failed INTEGER,
+    crc INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS identities (perturbation TEXT PRIMARY KEY, identity TEXT NOT NULL);
 """
+
+_ADDED_COLUMNS = (("failed", "INTEGER"), ("crc", "INTEGER"))
+"""Columns a ledger written before they existed gets on opening (NULL in its old rows:
+those rows are read without a CRC check, and parsed to tell whether they failed)."""
+
+REPLAY_KEYS = ("trace", "perturbation_id", "repeat", "divergences", "llm_calls", "served_calls", "seconds")
+"""What a ledger row of a replay that ran holds (a failed one holds ``error``)."""
+
+_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+_DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_MISMATCH", "SQLITE_RANGE"}
+_BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
+
+
+class LedgerError(QuiverError):
+    """A campaign ledger that cannot be read or written: damaged (truncated, bytes
+    flipped, header overwritten, a row that is not a replay), in use by another run, or
+    on a disk that refuses it. The message names the file and the way out.
+
+    Attributes:
+        path: The ledger file.
+        reason: What was wrong.
+    """
+
+    def __init__(self, path: Path, reason: str, way_out: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"campaign ledger {path}: {reason}; {way_out}")
+
+
+def replay_failed(data: dict[str, Any]) -> bool:
+    """Whether a ledger row is a failed replay: the replay could not run (``error``), or
+    the pipeline failed in it (its trace's status is not ``ok``)."""
+    if "error" in data:
+        return True
+    trace = data.get("trace")
+    return isinstance(trace, dict) and trace.get("status", "ok") != "ok"
+
+
+def _first_line(text: object, limit: int = 200) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else type(text).__name__
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 class Ledger:
@@ -43,91 +105,251 @@ class Ledger:
 
     Args:
         path: The database file (created with its folder if missing).
+        resume: The command that resumes the campaign, named in error messages.
 
     Raises:
-        QuiverError: The file is a ledger of an older layout (a ``pairs`` table), which
-            this version cannot resume.
+        LedgerError: The file is damaged, is not a ledger, is a ledger of an older
+            layout (a ``pairs`` table), is in use by another run, or cannot be opened.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, resume: str = "quiver run SPEC --resume") -> None:
         self.path = Path(path)
+        self.resume = resume
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "pairs" in tables and "replays" not in tables:
-            self._db.close()
-            raise QuiverError(
-                f"{self.path} is a campaign ledger of an older layout (pair rows, not replays); "
-                "run the campaign into a new output folder"
-            )
-        self._db.executescript(_SCHEMA)
+        self._db: sqlite3.Connection | None = None
+        try:
+            with self._guard():
+                self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+                self._open()
+        except BaseException:
+            self.close()
+            raise
 
+    # -- the layer every read and write goes through -------------------------------
+    @contextlib.contextmanager
+    def _guard(self, job_id: str | None = None) -> Iterator[None]:
+        """Turn what SQLite, the JSON decoder or a row without its keys raise into one
+        :class:`LedgerError` (``job_id``: the row being read, named in the message)."""
+        where = f"the row of job {job_id!r}: " if job_id is not None else ""
+        try:
+            yield
+        except LedgerError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._sqlite_error(exc, where) from None
+        except OSError as exc:
+            raise LedgerError(self.path, f"cannot be opened ({exc.strerror or type(exc).__name__})",
+                              "check the path and its permissions, then resume") from None
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+            # bad JSON, bad UTF-8, a row without its keys or of the wrong shape
+            raise self.damaged(f"{where}{type(exc).__name__}: {_first_line(exc)}") from None
+
+    def damaged(self, reason: str) -> LedgerError:
+        """The error of a damaged ledger: what was found, and the way out."""
+        return LedgerError(
+            self.path, f"damaged ({reason})",
+            f"move it aside (mv {shlex.quote(str(self.path))} {shlex.quote(str(self.path) + '.damaged')}) and run "
+            f"`{self.resume}`: "
+            "the replays it held are run again",
+        )
+
+    def _sqlite_error(self, exc: sqlite3.Error, where: str) -> LedgerError:
+        name = getattr(exc, "sqlite_errorname", "")
+        reason = f"{where}{_first_line(exc)}"
+        if name in _BUSY or "locked" in reason:
+            return LedgerError(self.path, f"in use ({reason})",
+                               "another `quiver run` is writing to this folder: wait for it, or use another "
+                               "output folder")
+        if type(exc) is sqlite3.DatabaseError or name in _DAMAGED or "malformed" in reason \
+                or "not a database" in reason:
+            return self.damaged(reason)
+        return LedgerError(self.path, f"cannot be read or written ({reason})",
+                           "check the disk and the folder's permissions, then resume")
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise LedgerError(self.path, "is closed", "open it again")
+        return self._db
+
+    def _open(self) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size:  # an empty file is a ledger whose first write was cut short: it holds nothing yet
+            with self.path.open("rb") as fh:
+                if fh.read(len(_MAGIC)) != _MAGIC:
+                    raise self.damaged("its header is not a SQLite database's: overwritten, or cut short")
+        db = self._conn()
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "pairs" in tables and "replays" not in tables:
+            raise LedgerError(self.path, "a ledger of an older layout (pair rows, not replays)",
+                              "run the campaign into a new output folder")
+        db.executescript(_SCHEMA)
+        columns = {r[1] for r in db.execute("PRAGMA table_info(replays)")}
+        for name, kind in _ADDED_COLUMNS:
+            if name not in columns:
+                db.execute(f"ALTER TABLE replays ADD COLUMN {name} {kind}")
+        self._check()
+
+    def _check(self) -> None:
+        """The whole file: SQLite's own structural check, then every row's CRC."""
+        db = self._conn()
+        found = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+        if found != ["ok"]:
+            raise self.damaged("; ".join(_first_line(f) for f in found))
+        for job_id, raw, crc in db.execute("SELECT job_id, CAST(data AS BLOB), crc FROM replays"):
+            if crc is not None and zlib.crc32(raw) != crc:
+                raise self.damaged(f"the row of job {job_id!r} does not match its checksum")
+
+    def _decode(self, job_id: str, raw: bytes) -> dict[str, Any]:
+        """A row's replay, checked: a JSON object with a replay's keys, or an error."""
+        with self._guard(job_id):
+            data = json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError(f"a JSON {type(data).__name__}, not an object")
+            if "error" in data:
+                if not isinstance(data["error"], str):
+                    raise ValueError("its 'error' is not a string")
+                return data
+            missing = [k for k in REPLAY_KEYS if k not in data]
+            if missing:
+                raise ValueError(f"no {', '.join(map(repr, missing))} key")
+            if not isinstance(data["trace"], dict):
+                raise ValueError("its 'trace' is not an object")
+            return data
+
+    @contextlib.contextmanager
+    def reading(self, job_id: str) -> Iterator[None]:
+        """For callers that turn a row into objects: what they raise on a row that is
+        not a replay becomes the one :class:`LedgerError`."""
+        with self._guard(job_id):
+            yield
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock, self._guard():
+            return list(self._conn().execute(sql, args))
+
+    # -- reads ---------------------------------------------------------------------
     def done(self) -> set[str]:
         """The job ids already committed."""
-        with self._lock:
-            return {r[0] for r in self._db.execute("SELECT job_id FROM replays")}
+        return {r[0] for r in self._query("SELECT job_id FROM replays")}
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
+        return int(self._query("SELECT COUNT(*) FROM replays")[0][0])
 
-    def commit(self, items: Sequence[tuple[str, int, dict[str, Any] | str]]) -> int:
-        """Write finished replays ``(job_id, seq, data)`` in one transaction; ``data`` is
-        a replay's JSON object, or its JSON text already encoded (keys sorted).
+    def failed(self) -> list[str]:
+        """The job ids whose replay failed (see :func:`replay_failed`), in job order."""
+        found = self._query("SELECT job_id FROM replays WHERE failed = 1 ORDER BY seq")
+        legacy = self._query("SELECT job_id, CAST(data AS BLOB) FROM replays WHERE failed IS NULL ORDER BY seq")
+        old = [job_id for job_id, raw in legacy if replay_failed(self._decode(job_id, raw))]
+        if not old:
+            return [r[0] for r in found]
+        order = {r[0]: r[1] for r in self._query("SELECT job_id, seq FROM replays")}
+        return sorted([r[0] for r in found] + old, key=order.__getitem__)
+
+    def replays(self, chunk: int = 256) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every committed ``(job_id, data)``, in job order, read ``chunk`` rows at a time."""
+        last = -1
+        while True:
+            found = self._query(
+                "SELECT seq, job_id, CAST(data AS BLOB) FROM replays WHERE seq > ? ORDER BY seq LIMIT ?", (last, chunk)
+            )
+            if not found:
+                return
+            for _seq, job_id, raw in found:
+                yield job_id, self._decode(job_id, raw)
+            last = found[-1][0]
+
+    def replays_between(self, first: int, last: int) -> list[tuple[str, dict[str, Any]]]:
+        """The committed ``(job_id, data)`` whose seq is in ``[first, last]``, in job order."""
+        found = self._query(
+            "SELECT job_id, CAST(data AS BLOB) FROM replays WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)
+        )
+        return [(job_id, self._decode(job_id, raw)) for job_id, raw in found]
+
+    def get_meta(self, key: str) -> str | None:
+        found = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(found[0][0]) if found else None
+
+    def identities(self) -> dict[str, dict[str, Any]]:
+        """What each perturbation's replays were made with (perturbation id -> identity)."""
+        out: dict[str, dict[str, Any]] = {}
+        for perturbation, text in self._query("SELECT perturbation, identity FROM identities"):
+            with self._guard():
+                value = json.loads(text)
+                if not isinstance(value, dict):
+                    raise ValueError(f"the identity of {perturbation!r} is not a JSON object")
+            out[str(perturbation)] = value
+        return out
+
+    # -- writes --------------------------------------------------------------------
+    def commit(self, items: Sequence[tuple[str, int, dict[str, Any] | str] | tuple[str, int, dict[str, Any], str]]
+               ) -> int:
+        """Write finished replays in one transaction: ``(job_id, seq, data)``, ``data`` a
+        replay's JSON object or its JSON text (keys sorted), or ``(job_id, seq, data,
+        text)`` with both.
 
         Returns:
             How many were new (a job already in the ledger is left as it is).
         """
         if not items:
             return 0
-        encoded = [(job_id, seq, data if isinstance(data, str) else json.dumps(data, sort_keys=True))
-                   for job_id, seq, data in items]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        rows = []
+        for item in items:
+            job_id, seq, data = item[0], item[1], item[2]
+            text: str | None = item[3] if len(item) == 4 else None
+            if isinstance(data, str):
+                data, text = json.loads(data), data
+            if text is None:
+                text = json.dumps(data, sort_keys=True)
+            raw = text.encode("utf-8")
+            rows.append((job_id, seq, text, int(replay_failed(data)), zlib.crc32(raw)))
+        with self._lock, self._guard():
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                before = self._db.total_changes
-                self._db.executemany("INSERT OR IGNORE INTO replays (job_id, seq, data) VALUES (?, ?, ?)", encoded)
-                added = self._db.total_changes - before
-                self._db.execute("COMMIT")
+                before = db.total_changes
+                db.executemany(
+                    "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc) VALUES (?, ?, ?, ?, ?)", rows
+                )
+                added = db.total_changes - before
+                db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
         return added
 
-    def replays(self, chunk: int = 256) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every committed ``(job_id, data)``, in job order, read ``chunk`` rows at a time."""
-        last = -1
-        while True:
-            with self._lock:
-                found = list(self._db.execute(
-                    "SELECT seq, job_id, data FROM replays WHERE seq > ? ORDER BY seq LIMIT ?", (last, chunk)
-                ))
-            if not found:
-                return
-            for _seq, job_id, text in found:
-                yield job_id, json.loads(text)
-            last = found[-1][0]
-
-    def replays_between(self, first: int, last: int) -> list[tuple[str, dict[str, Any]]]:
-        """The committed ``(job_id, data)`` whose seq is in ``[first, last]``, in job order."""
-        with self._lock:
-            found = list(self._db.execute(
-                "SELECT job_id, data FROM replays WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)
-            ))
-        return [(job_id, json.loads(text)) for job_id, text in found]
-
-    def get_meta(self, key: str) -> str | None:
-        with self._lock:
-            found = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return found[0] if found else None
+    def forget(self, job_ids: Iterable[str]) -> int:
+        """Remove the rows of ``job_ids`` in one transaction (``--retry-failed``: their
+        jobs run again). Returns how many were removed."""
+        ids = [(job_id,) for job_id in job_ids]
+        with self._lock, self._guard():
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                before = db.total_changes
+                db.executemany("DELETE FROM replays WHERE job_id = ?", ids)
+                removed = db.total_changes - before
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return removed
 
     def set_meta(self, items: Iterable[tuple[str, str]]) -> None:
-        with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(items))
+        with self._lock, self._guard():
+            self._conn().executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(items))
+
+    def set_identities(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Record what each perturbation's replays are made with (replacing what was there)."""
+        rows = [(pid, json.dumps(identity, sort_keys=True)) for pid, identity in items]
+        with self._lock, self._guard():
+            self._conn().executemany("INSERT OR REPLACE INTO identities (perturbation, identity) VALUES (?, ?)", rows)
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.close()
+                self._db = None

@@ -157,7 +157,7 @@ class Pairer(threading.Thread):
                 "reported done; run the campaign into a new output folder"
             )
         jobs_by_id, by_id = self.jobs_by_id, self.by_id
-        replays = [(job_id, ReplayResult.from_json(data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
+        replays = [(job_id, self._replay(job_id, data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
                    for job_id, data in found if "error" not in data]
         graph = self.graph.take_in(r for _, r in replays)
         pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
@@ -179,6 +179,11 @@ class Pairer(threading.Thread):
             writer.write(replayed[job_id].trace)
 
 
+    def _replay(self, job_id: str, data: dict[str, Any], baseline: Trace) -> ReplayResult:
+        with self.ledger.reading(job_id):  # a row that is not a replay is the ledger's one error
+            return ReplayResult.from_json(data, baseline)
+
+
 def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,
                   traces: list[Trace], graph: PipelineGraph) -> None:
     """``pairs.jsonl``, ``campaign.json`` and ``report.md`` of a finished campaign from its
@@ -195,12 +200,10 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
         controls=control_rows,
     )
-    (out / "campaign.json").write_text(json.dumps(estimates.to_json(), indent=2) + "\n", encoding="utf-8")
+    _write_text(out / "campaign.json", json.dumps(estimates.to_json(), indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
-    (out / "report.md").write_text(
-        interventional_report(estimates) + "\n\n---\n\n" + observational, encoding="utf-8"
-    )
+    _write_text(out / "report.md", interventional_report(estimates) + "\n\n---\n\n" + observational)
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)
     result.retries = Counter()
@@ -217,6 +220,14 @@ def _write_jsonl(path: Path, rows: Sequence[PairRow]) -> None:
     os.replace(tmp, path)
 
 
+def _write_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a run killed mid-write leaves the old file, or
+    none: never a prefix)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_summary(out: Path, result: CampaignResult) -> None:
     """``summary.json``: the run's counts, written whether or not it finished."""
     summary = {
@@ -226,4 +237,4 @@ def write_summary(out: Path, result: CampaignResult) -> None:
         "retries": dict(sorted(result.retries.items())),
         "executor": result.executor, "nodes": result.nodes, "seconds": result.seconds,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
