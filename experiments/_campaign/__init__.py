@@ -2,7 +2,9 @@
 
 * ``checks``: what can be checked of a spec before anything runs;
 * ``jobs``: which traces each perturbation replays, the controls, the job order;
-* ``ledger``: every finished replay, committed durably;
+* ``ledger``: every finished replay, committed durably, read back through one error;
+* ``identity``: what each perturbation's replays are made with, checked on resume;
+* ``resume``: what a resumed run takes from its ledger (``--retry-failed`` included);
 * ``run``: :class:`CampaignRun` (what every phase shares) and ``run_campaign``;
 * ``results``: pair rows from the ledger, and the files a campaign writes.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from .checks import check_spec
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
-from .ledger import Ledger
+from .ledger import Ledger, LedgerError
 from .results import PAIR_CHUNK, Pairer, write_results, write_summary
 from .run import CampaignResult, CampaignRun, run_campaign
 
@@ -25,6 +27,7 @@ __all__ = [
     "sample_traces",
     "select_traces",
     "Ledger",
+    "LedgerError",
     "PAIR_CHUNK",
     "Pairer",
     "write_results",

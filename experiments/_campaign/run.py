@@ -10,7 +10,9 @@
    to the ledger (``ledger.sqlite``) by a separate thread, in batches, while the
    executor goes on submitting: a killed campaign resumes (``--resume``) with no
    replay lost or repeated (those in flight or waiting for their batch are simply run
-   again).
+   again). A resume keeps failed replays (``--retry-failed`` runs them again) and
+   refuses replays made with other parameters, files or pipeline code, or a damaged
+   ledger (see :mod:`~quiver.experiments._campaign.resume`).
 5. Pairs, formed while the replays run, block by block in job order, as each block
    of jobs is complete in the ledger; then the results (see
    :mod:`quiver.experiments._campaign.results`): ``pairs.jsonl``, ``replays.jsonl``,
@@ -27,6 +29,7 @@ failed negative control) or stopped by the budget; 2 could not run.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import queue
@@ -62,8 +65,10 @@ from quiver.replay import (
 )
 
 from .checks import check_spec
+from .identity import campaign_identities
 from .jobs import expand_jobs
 from .ledger import Ledger
+from .resume import resume_state
 
 __all__ = ["CampaignResult", "CampaignRun", "run_campaign"]
 
@@ -89,6 +94,10 @@ class CampaignResult:
     """Machines that ran replays (the Ray nodes that ran tasks; this process counts one)."""
     estimates: CampaignEstimates | None = None
     """The interventional estimates (``campaign.json``), once every job is done."""
+    failed_kept: int = 0
+    """Failed replays a resume took from the ledger as they were (``--retry-failed`` runs them again)."""
+    retried: int = 0
+    """Failed replays ``--retry-failed`` took out of the ledger and ran again."""
 
     @property
     def complete(self) -> bool:
@@ -172,14 +181,14 @@ class CampaignRun:
         a finished recording there is read back and an interrupted one continued)."""
         spec = self.spec
         if spec.baseline is not None:
-            loaded = load_traces(self.base_dir / spec.baseline)
-            if loaded.errors:
-                raise QuiverError(f"baseline {spec.baseline}: {loaded.errors[0]} ({len(loaded.errors)} bad line(s))")
-            return loaded.traces
+            return _whole_baseline(self.base_dir / spec.baseline, "fix that line or remove it: a campaign reads its "
+                                   "baseline whole, and resumes only with the baseline it started with")
         folder = folder if folder is not None else self.out / "baseline"
         done = folder / "traces.jsonl"
         if resume and done.is_file():
-            return load_traces(done).traces
+            return _whole_baseline(done, "the campaign's replays were made from this baseline: restore that line, "
+                                   "or run the campaign into another output folder (--output DIR), where the "
+                                   "baseline is recorded again")
         function_name: str = getattr(self.fn, "__name__", "pipeline")  # a callable object may have none
         result = record_corpus(
             self.fn, pipeline_name=spec.name or function_name,
@@ -206,7 +215,7 @@ class CampaignRun:
             traces, graph, epsilon=analysis.epsilon, alphas=analysis.alphas, resamples=analysis.resamples,
             seed=analysis.seed, embedder=analysis.embedder, cache_dir=analysis.cache_dir,
         )
-        write_profile(profile, folder if folder is not None else self.out / "observational")
+        _write_profile_once(profile, folder if folder is not None else self.out / "observational")
         return profile
 
     def executor(self, kind: str | None = None, address: str | None = None) -> Executor:
@@ -235,12 +244,21 @@ class CampaignRun:
             cache_dir=str(cache_dir.resolve()) if cache_dir is not None else None,
         )
 
-    def run(self, *, resume: bool = False, executor: str | None = None, address: str | None = None) -> CampaignResult:
-        """Run the campaign; see the module docstring."""
+    def run(self, *, resume: bool = False, retry_failed: bool = False, executor: str | None = None,
+            address: str | None = None) -> CampaignResult:
+        """Run the campaign; see the module docstring. ``retry_failed`` resumes, and runs
+        the replays the ledger holds as failed again (:mod:`.resume`).
+
+        Raises:
+            QuiverError: The spec cannot run, the ledger is damaged
+                (:class:`~quiver.experiments._campaign.ledger.LedgerError`), or it holds
+                replays this spec would not make as they are.
+        """
         from .results import write_results, write_summary
 
         t0 = time.perf_counter()
         out = self.out
+        resume = resume or retry_failed
         ledger_path = out / "ledger.sqlite"
         if ledger_path.exists() and not resume:
             raise QuiverError(
@@ -251,7 +269,7 @@ class CampaignRun:
         (out / "spec.resolved.json").write_text(
             json.dumps(self.redactor.data(self.spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
         )
-        ledger = Ledger(ledger_path)
+        ledger = Ledger(ledger_path, resume=f"quiver run {self.path} --resume")
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
         runner = self.executor(executor, address)
@@ -259,11 +277,20 @@ class CampaignRun:
             runner.start()  # its workers start up while the baseline loads and is analysed
             with self.connected():
                 traces = self.baseline(resume=resume)
-                profile = self.observational_profile(traces, self.graph(traces))
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
+                identities = {pid: self.redactor.data(identity) for pid, identity
+                              in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
+                resumed = resume_state(
+                    ledger, jobs, traces, identities, self.path,
+                    str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline"),
+                    retry_failed=retry_failed,
+                )
+                profile = self.observational_profile(traces, self.graph(traces))
                 graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
-                rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner)
+                rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
+                                         done=resumed.done)
                 result = rows.result
+                result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces, graph.graph)
         finally:
@@ -277,17 +304,10 @@ class CampaignRun:
 
     def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
                      traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
-                     executor: Executor) -> _Replayed:
+                     executor: Executor, *, done: set[str]) -> _Replayed:
         from .results import Pairer
 
         spec, out = self.spec, self.out
-        done = ledger.done()
-        strange = sorted(done - {j.job_id for j in jobs})
-        if strange:
-            raise QuiverError(
-                f"{ledger.path} holds job {strange[0]!r}, which this spec does not make; "
-                "was the spec edited since the campaign started? Run it into a new output folder"
-            )
         todo = [j for j in jobs if j.job_id not in done]
         cached = spec.replay.downstream == "cached"
         context = self.replay_context(graph.graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
@@ -355,6 +375,7 @@ def run_campaign(
     spec_path: str | Path,
     *,
     resume: bool = False,
+    retry_failed: bool = False,
     executor: str | None = None,
     address: str | None = None,
     output: str | None = None,
@@ -362,7 +383,46 @@ def run_campaign(
 ) -> CampaignResult:
     """Run ``quiver run SPEC``: ``CampaignRun.load(spec_path, ...).run(...)``."""
     run = CampaignRun.load(spec_path, output=output, stream=progress_stream)
-    return run.run(resume=resume, executor=executor, address=address)
+    return run.run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
+
+
+def _whole_baseline(path: Path, way_out: str) -> list[Trace]:
+    """Every trace of a baseline file, or one error naming its first bad line and the
+    way out (a line dropped would drop its trace's jobs from the campaign)."""
+    loaded = load_traces(path)
+    if loaded.errors:
+        more = f" (and {len(loaded.errors) - 1} more bad line(s))" if len(loaded.errors) > 1 else ""
+        raise QuiverError(f"baseline {loaded.errors[0]}{more}; {way_out}")
+    return loaded.traces
+
+
+_PROFILE_WRITTEN = ".written"
+"""In an observational folder, written last: the digest of the profile whose files
+(``profile.json``, the report, the plots) were all written, and their names."""
+
+
+_PROFILE_COST = ("seconds", "embedding")
+"""What a profile says about computing it (time, embedding cache hits), not about the corpus."""
+
+
+def _write_profile_once(profile: Profile, folder: Path) -> None:
+    """:func:`~quiver._report.write_profile`, unless ``folder`` holds this very profile
+    (what it cost to compute aside) written whole already: a resumed campaign does not
+    draw its plots again, and keeps the report of the run that drew them."""
+    data = profile.to_json()
+    digest = hashlib.sha256(json.dumps({k: v for k, v in data.items() if k not in _PROFILE_COST}, sort_keys=True,
+                                       default=str).encode("utf-8")).hexdigest()
+    marker = folder / _PROFILE_WRITTEN
+    try:
+        held = json.loads(marker.read_text(encoding="utf-8"))
+        same = held["digest"] == digest and all((folder / name).is_file() for name in held["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        same = False
+    if same:
+        return
+    marker.unlink(missing_ok=True)
+    written = write_profile(profile, folder)
+    marker.write_text(json.dumps({"digest": digest, "files": [p.name for p in written]}) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -416,7 +476,7 @@ class _Committer(threading.Thread):
                 continue  # drain until the end; close() reports the error
             try:
                 items = [(job_id, *self.redactor.encode(data)) for job_id, data in (b for b in batch if b is not None)]
-                self.ledger.commit([(job_id, self.seq[job_id], text) for job_id, _, text in items])
+                self.ledger.commit([(job_id, self.seq[job_id], data, text) for job_id, data, text in items])
                 for job_id, data, _ in items:
                     self.on_committed(job_id, data)
             except BaseException as exc:  # reported by close()
@@ -425,5 +485,7 @@ class _Committer(threading.Thread):
     def close(self) -> None:
         self.queue.put(None)
         self.join()
+        if isinstance(self.error, QuiverError):
+            raise self.error
         if self.error is not None:
             raise QuiverError(f"the campaign ledger could not be written: {self.error}") from self.error

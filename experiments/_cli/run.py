@@ -30,12 +30,17 @@ def add_parser(sub: Any) -> None:
             "executor, commit every pair to the ledger as it finishes, and write pairs.jsonl, "
             "replays.jsonl, campaign.json (interventional estimates with n and CIs), report.md "
             "and summary.json to the spec's output folder. A killed campaign resumes with "
-            "--resume. Exit 1 when pairs failed or diverged, a negative control failed, or the "
-            "budget stopped the run."
+            "--resume (failed replays kept as they are); --retry-failed resumes and runs the "
+            "failed replays again. A resume refuses a ledger whose replays were made with other "
+            "parameters, files or pipeline code, and a damaged ledger (exit 2: move it aside and "
+            "resume, its replays are run again). Exit 1 when pairs failed or diverged, a negative "
+            "control failed, or the budget stopped the run."
         ),
     )
     run.add_argument("spec", type=Path, help="the campaign spec (see `quiver schema spec`)")
     run.add_argument("--resume", action="store_true", help="finish an interrupted campaign from its ledger")
+    run.add_argument("--retry-failed", action="store_true",
+                     help="resume, and run again the replays the ledger holds as failed (and only those)")
     run.add_argument("--executor", choices=LazyChoices(_executors), metavar="KIND",
                      help="a registered executor (%(choices)s; others plug in through the quiver.executors "
                           "entry points); overrides the spec's executor.kind")
@@ -50,16 +55,20 @@ def command(args: argparse.Namespace) -> int:
     from quiver.experiments._campaign import run_campaign
 
     result = run_campaign(
-        args.spec, resume=args.resume, executor=args.executor, address=args.address, output=args.output,
-        progress_stream=None if args.quiet else sys.stderr,
+        args.spec, resume=args.resume, retry_failed=args.retry_failed, executor=args.executor,
+        address=args.address, output=args.output, progress_stream=None if args.quiet else sys.stderr,
     )
     status = ", ".join(f"{k} {v}" for k, v in sorted(result.status.items())) or "none"
     retries = ", ".join(f"{k} {v}" for k, v in sorted(result.retries.items())) or "none"
+    again = f", {result.retried} failed run again" if result.retried else ""
     print(
-        f"{result.done} of {result.jobs} pairs ({result.resumed} from the ledger; {status}) on the "
+        f"{result.done} of {result.jobs} pairs ({result.resumed} from the ledger{again}; {status}) on the "
         f"{result.executor} executor in {result.seconds:.1f}s; {result.llm_calls} LLM calls; retries: {retries}"
     )
     out = result.output
+    if result.failed_kept:
+        print(f"{result.failed_kept} failed replay(s) from the ledger kept as they are; "
+              f"`quiver run {args.spec} --retry-failed` runs them again", file=sys.stderr)
     if result.stopped_by_budget:
         print(f"stopped by the budget; `quiver run {args.spec} --resume` with a larger budget finishes it",
               file=sys.stderr)
