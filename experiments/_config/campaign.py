@@ -35,14 +35,14 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
 from quiver.replay._replayer import DIMENSIONS, Dimension
 
-from .record import RecordSpec, _Spec
+from .record import SEED_MAX, RecordSpec, _Spec
 
 __all__ = [
     "PerturbationSpec",
@@ -63,19 +63,19 @@ class PerturbationSpec(_Spec):
     """A unique name (letters, digits, ``_ . : -``): it keys sample keys and results."""
     node: str
     """The node to perturb."""
-    occurrence: int = Field(default=0, ge=0)
-    """Which call of the node (0: the first)."""
+    occurrence: int = Field(default=0, ge=0, le=100_000)
+    """Which call of the node (0: the first), in [0, 100000]."""
     op: str
     """The operator: override, bool_flip, categorical_flip, list_edit, text_edit,
     prompt_swap, param_change, or one plugged in through the ``quiver.operators`` entry
     points."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters (``quiver replay --help`` and the README list them)."""
-    ladder: dict[str, list[Any]] | None = None
+    ladder: dict[str, Annotated[list[Any], Field(min_length=1, max_length=10_000)]] | None = None
     """A magnitude ladder: a parameter and its steps (``{count: [1, 2, 3, 5]}``), one
     replay per step; several keys give their product."""
-    repeats: int | None = Field(default=None, ge=1)
-    """Replays per (trace, step) for this perturbation (default: ``replay.repeats``)."""
+    repeats: int | None = Field(default=None, ge=1, le=100_000)
+    """Replays per (trace, step) for this perturbation, in [1, 100000] (default: ``replay.repeats``)."""
 
     @model_validator(mode="after")
     def _operator(self) -> PerturbationSpec:
@@ -102,11 +102,11 @@ class SelectSpec(_Spec):
     """``all``; ``sample`` (``n`` traces drawn with ``seed``); ``near_boundary``: traces whose
     target call was marginal: a recorded decision or categorical output whose top token
     logprob exceeds the runner-up by at most ``margin``."""
-    n: int | None = Field(default=None, ge=1)
-    """How many traces ``sample`` draws (and the most ``near_boundary`` keeps)."""
-    margin: float = Field(default=1.0, gt=0)
-    """The logprob margin (nats) under which a call counts as near its boundary."""
-    seed: int = 0
+    n: int | None = Field(default=None, ge=1, le=100_000_000)
+    """How many traces ``sample`` draws (and the most ``near_boundary`` keeps), in [1, 100000000]."""
+    margin: float = Field(default=1.0, gt=0, le=1000)
+    """The logprob margin (nats) under which a call counts as near its boundary, in (0, 1000]."""
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """The draw's seed."""
 
     @model_validator(mode="after")
@@ -128,9 +128,9 @@ class ReplaySpec(_Spec):
     downstream: Literal["live", "cached"] = "live"
     """Calls after the target: ``live`` every time, or ``cached``: answered from the
     response cache when the same request with the same sample key was answered before."""
-    repeats: int = Field(default=1, ge=1)
-    """Replays per (trace, perturbation step), each with its own sample keys."""
-    controls: int = Field(default=1, ge=0)
+    repeats: int = Field(default=1, ge=1, le=100_000)
+    """Replays per (trace, perturbation step), each with its own sample keys, in [1, 100000]."""
+    controls: int = Field(default=1, ge=0, le=100_000)
     """Control replays per selected trace and target: the target served as recorded (for
     output operators) or run live unchanged (for execution operators), everything
     downstream live. Their event rates, trace by trace, are the noise every magnitude
@@ -146,23 +146,23 @@ class ExecutorSpec(_Spec):
     local instance or a cluster), or one plugged in through the ``quiver.executors``
     entry points."""
     concurrency: int = Field(default=8, ge=1, le=1024)
-    """Replays at once (local)."""
+    """Replays at once (local), in [1, 1024]."""
     address: str | None = None
     """A Ray cluster's address; none starts a local Ray instance."""
-    batch_size: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1, le=1_000_000)
     """Jobs per Ray call (default: sized from the replays' measured time, so that a batch
     takes about ``task_seconds``)."""
-    max_in_flight: int | None = Field(default=None, ge=1)
+    max_in_flight: int | None = Field(default=None, ge=1, le=1_000_000)
     """Ray batches submitted and not yet returned, in all (default: two per replay that
     can run at once)."""
-    max_retries: int = Field(default=3, ge=0)
+    max_retries: int = Field(default=3, ge=0, le=100)
     """Restarts of a Ray actor whose process died."""
     threads: int = Field(default=4, ge=1, le=256)
-    """Replays at once inside one Ray actor."""
-    task_cpus: float = Field(default=0.25, gt=0)
+    """Replays at once inside one Ray actor, in [1, 256]."""
+    task_cpus: float = Field(default=0.25, gt=0, le=1024)
     """CPUs a Ray actor reserves: the cluster holds ``CPUs / task_cpus`` actors, so Ray
     replays at once = that x ``threads`` (replays wait on LLM calls: a fraction)."""
-    task_seconds: float = Field(default=2.0, gt=0)
+    task_seconds: float = Field(default=2.0, gt=0, le=86_400)
     """What a sized Ray batch aims to take."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Settings of a plugged-in executor, passed to it as they are."""
@@ -183,24 +183,25 @@ class ExecutorSpec(_Spec):
 class BudgetSpec(_Spec):
     """An optional ceiling: the campaign stops cleanly when it is reached (resume with a larger one)."""
 
-    max_llm_calls: int | None = Field(default=None, ge=1)
+    max_llm_calls: int | None = Field(default=None, ge=1, le=10**12)
     """LLM requests the endpoint answers during replays."""
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=10**15)
     """Total tokens (prompt + completion) of those requests."""
 
 
 class AnalysisSpec(_Spec):
     """The estimators' options."""
 
-    epsilon: float = Field(default=0.01, gt=0)
-    """The distance below which a node counts as unchanged."""
-    alphas: list[float] = Field(default_factory=lambda: [0.5, 0.8])
-    """Levels for drift budgets and impact sets."""
-    resamples: int = Field(default=1000, ge=100)
-    """Bootstrap resamples of input groups."""
-    permutations: int = Field(default=2000, ge=100)
-    """Permutations of the negative control's test."""
-    seed: int = 0
+    epsilon: float = Field(default=0.01, gt=0, le=1)
+    """The distance below which a node counts as unchanged, in (0, 1]."""
+    alphas: list[Annotated[float, Field(gt=0, lt=1)]] = Field(default_factory=lambda: [0.5, 0.8], min_length=1,
+                                                               max_length=100)
+    """Levels for drift budgets and impact sets, each in (0, 1)."""
+    resamples: int = Field(default=1000, ge=100, le=1_000_000)
+    """Bootstrap resamples of input groups, in [100, 1000000]."""
+    permutations: int = Field(default=2000, ge=100, le=1_000_000)
+    """Permutations of the negative control's test, in [100, 1000000]."""
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """The bootstrap's and the permutations' seed."""
     embedder: str | None = None
     """The sentence-transformers model (default all-MiniLM-L6-v2, shipped offline)."""
@@ -211,12 +212,12 @@ class AnalysisSpec(_Spec):
 class GateSpec(_Spec):
     """The pre-deployment check of prompt changes (``quiver gate``)."""
 
-    probes: int = Field(default=50, ge=2)
+    probes: int = Field(default=50, ge=2, le=100_000)
     """Baseline traces replayed per candidate: a seeded sample of the ok traces where the
     changed node ran (all of them when there are fewer)."""
-    repeats: int = Field(default=2, ge=1)
-    """Replays per probe and arm (candidate, current template)."""
-    seed: int = 0
+    repeats: int = Field(default=2, ge=1, le=10_000)
+    """Replays per probe and arm (candidate, current template), in [1, 10000]."""
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """Seed of the probe sample and of the replays' sample keys."""
     alpha: float | None = Field(default=None, gt=0, le=1)
     """The level of the drift budgets and impact sets (default: the first of

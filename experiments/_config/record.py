@@ -24,25 +24,44 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+    with_config,
+)
+from typing_extensions import TypedDict
 
 from quiver._errors import SpecError
 from quiver._trace import RedactionConfig
+from quiver._trace.model import printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
 
-__all__ = ["SimulatorSpec", "LLMSpec", "RecordSpec", "load_inputs"]
+__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "RecordSpec", "load_inputs", "SEED_MAX"]
+
+SEED_MAX = 2**63 - 1
+"""The largest seed a spec may give (seeds are in [0, SEED_MAX])."""
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    """The base of every spec block: unknown keys refused, values never coerced from
+    another type (``"3"`` or ``true`` is not a count), numbers finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True,
+                              allow_inf_nan=False)
 
 
 class SimulatorSpec(_Spec):
     """The bundled simulator, started as a subprocess for the duration of the run."""
 
-    models: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list, max_length=1000)
     """Modules that register simulated models with ``@sim_model``: module names, or
     ``.py`` files relative to the spec. The built-in ``sim-json`` and ``sim-echo`` are
     always there."""
@@ -50,6 +69,49 @@ class SimulatorSpec(_Spec):
     """Rate at which a temperature-0 request takes its runner-up answer (backend noise)."""
     faults: FaultConfig = Field(default_factory=FaultConfig)
     """Injected latency, 429s, 500s, timeouts and malformed bodies."""
+
+
+class RetrySpec(RetryPolicy):
+    """How LLM calls are retried: :class:`~quiver.replay.RetryPolicy` with the bounds a
+    spec may give (at most 100 attempts, waits of at most an hour)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True,
+                              allow_inf_nan=False)
+
+    attempts: int = Field(default=8, ge=1, le=100)
+    """Attempts in all, the first included."""
+    initial_s: float = Field(default=0.5, gt=0, le=3600)
+    """First backoff wait in seconds; it doubles each attempt, with jitter."""
+    max_s: float = Field(default=30.0, gt=0, le=3600)
+    """Longest backoff wait in seconds."""
+    max_retry_after_s: float = Field(default=120.0, gt=0, le=3600)
+    """Longest wait in seconds a server's Retry-After may impose."""
+
+
+@with_config(ConfigDict(extra="allow", strict=True, allow_inf_nan=False, use_attribute_docstrings=True))
+class SamplingParams(TypedDict, total=False):
+    """Default sampling parameters of every call; other keys go to the endpoint as they are."""
+
+    temperature: Annotated[float, Field(ge=0, le=2)]
+    """Sampling temperature, in [0, 2]."""
+    top_p: Annotated[float, Field(gt=0, le=1)]
+    """Nucleus sampling mass, in (0, 1]."""
+    seed: Annotated[int, Field(ge=-SEED_MAX - 1, le=SEED_MAX)]
+    """The endpoint's sampling seed, a 64-bit integer (the simulator and some servers honour it)."""
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)]
+    """The most tokens a completion may have, in [1, 1000000]."""
+    logprobs: bool
+    """Ask for token log probabilities."""
+    top_logprobs: Annotated[int, Field(ge=0, le=20)]
+    """Alternatives per token with their log probabilities, in [0, 20]."""
+    response_format: dict[str, Any]
+    """The response format (``{type: json_object}``, ``{type: json_schema, json_schema: {...}}``)."""
+
+
+def _as_given(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Check the parameters, and keep them as they were written (``0`` stays ``0``)."""
+    handler(value)
+    return value
 
 
 class LLMSpec(_Spec):
@@ -64,12 +126,12 @@ class LLMSpec(_Spec):
     """The default model name for calls that do not name one."""
     api_key_env: str | None = None
     """The environment variable holding the API key (its value is also redacted)."""
-    timeout_s: float = Field(default=60.0, gt=0)
-    """Per-attempt HTTP timeout in seconds."""
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    """Per-attempt HTTP timeout in seconds, in (0, 3600]."""
+    retry: RetrySpec = Field(default_factory=RetrySpec)
     """Retries on 429, 5xx, timeouts and malformed bodies."""
-    params: dict[str, Any] = Field(default_factory=dict)
-    """Default sampling parameters (temperature, top_p, seed, max_tokens)."""
+    params: Annotated[SamplingParams, WrapValidator(_as_given)] = Field(default_factory=lambda: SamplingParams())
+    """Default sampling parameters (temperature, top_p, seed, max_tokens, ...)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +141,31 @@ class LLMSpec(_Spec):
         if isinstance(data, dict) and data.get("simulator") is True:
             return {**data, "simulator": {}}
         return data
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _retry_block(cls, value: Any) -> Any:
+        if isinstance(value, RetryPolicy) and not isinstance(value, RetrySpec):
+            return value.model_dump()  # a policy built in Python: checked against the spec's bounds
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        shown = repr(printable(value, 80))
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"{shown} is not a URL ({exc}); give http(s)://HOST[:PORT]/PATH") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+            raise ValueError(
+                f"{shown} is not an http(s) URL; give the endpoint's base URL, such as "
+                "http://localhost:8000/v1 or https://api.openai.com/v1"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_target(self) -> LLMSpec:
@@ -104,11 +191,11 @@ class RecordSpec(_Spec):
     """A JSONL file (relative to the spec), or a list. Each input is ``{"input_id": ...,
     "inputs": {...}}`` or a flat object of keyword arguments with an optional
     ``input_id``/``id`` key."""
-    repeats: int = Field(default=3, ge=1)
-    """How many times each input runs (the same-input groups of the analysis)."""
+    repeats: int = Field(default=3, ge=1, le=100_000)
+    """How many times each input runs (the same-input groups of the analysis), in [1, 100000]."""
     concurrency: int = Field(default=4, ge=1, le=1024)
-    """How many traces run at once."""
-    seed: int = 0
+    """How many traces run at once, in [1, 1024]."""
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """Seeds every sample key: the same spec and seed give the same samples."""
     redact: RedactionConfig = Field(default_factory=RedactionConfig)
     """What is removed before anything is written (on by default for keys, tokens, e-mails)."""

@@ -59,7 +59,8 @@ def test_the_documented_yaml_loads(tmp_path: Path) -> None:
          "numeric, set, list, text, mapping, json (a new one registers with quiver.register_kernel"),
         ("nodes:\n  a:\n    fields: {x: {type: bool, role: routng}}\n", "nodes.a.fields.x.role: Input should be"),
         ("nodes:\n  a:\n    fieldz: {}\n",
-         "g.yaml:3: nodes.a.fieldz: unknown key 'fieldz'; valid keys here are: fields, output"),
+         "g.yaml:3: nodes.a.fieldz: unknown key 'fieldz' (did you mean 'fields'?); valid keys here are: "
+         "fields, output"),
         ("- a\n- b\n", "a graph file is a mapping"),
     ],
 )

@@ -71,14 +71,15 @@ def write_spec(tmp_path: Path, text: str) -> Path:
     ("text", "expected"),
     [
         ("pipeline: p.py:run\nllm: simulator\ninputs: [{q: 1}]\nrepeat: 3\n",
-         ":4: repeat: unknown key 'repeat'; valid keys here are: pipeline, name, llm, inputs, repeats,"),
+         ":4: repeat: unknown key 'repeat' (did you mean 'repeats'?); valid keys here are: pipeline, name, llm, "
+         "inputs, repeats,"),
         ("pipeline: p.py:run\nllm:\n  simulator: {}\n  retry:\n    attempts: 0\ninputs: [{q: 1}]\n",
-         ":5: llm.retry.attempts: Input should be greater than or equal to 1, got 0"),
+         ":5: llm.retry.attempts: Input should be an integer in [1, 100], got 0"),
         ("pipeline: p.py:run\nllm:\n  base_url: http://x\n  simulator: {}\ninputs: [{q: 1}]\n",
          ":2: llm: give exactly one of 'simulator'"),
         ("pipeline: p.py:run\ninputs: [{q: 1}]\n", ": llm: required field is missing"),
         ("pipeline: p.py:run\nllm: simulator\ninputs: [{q: 1}]\nconcurrency: many\n",
-         ":4: concurrency: Input should be a valid integer"),
+         ":4: concurrency: Input should be an integer in [1, 1024], got \"many\""),
         ("pipeline: [p.py\n", ":2: not valid YAML"),
     ],
 )
