@@ -1,9 +1,11 @@
-"""``quiver record``: a spec resolved into a recording run.
+"""The spec's ``llm:`` block made into a client, and the spec's redactor.
 
-Loads the spec, the pipeline and the inputs; starts the bundled simulator as a
-subprocess when the spec names it (and stops it afterwards, whatever happens); builds
-the LLM client and the redactor (which also removes the value of the API-key variable);
-and records the corpus with :func:`quiver.replay.record_corpus`.
+:func:`open_llm` starts the bundled simulator as a subprocess when the spec names it
+(and stops it afterwards, whatever happens), or checks once that an endpoint given by
+``base_url`` is up (:func:`probe_endpoint`) before anything runs; then builds the LLM
+client. :func:`spec_redactor` adds the value of the API-key variable to the spec's
+redaction. ``quiver record``, ``run``, ``gate`` and ``replay --spec`` open their
+endpoint here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from quiver._errors import LLMUnavailable
 from quiver._trace import Redactor
 from quiver.replay import (
     LLMClient,
@@ -22,7 +25,13 @@ from quiver.replay import (
 
 from .record import LLMSpec, RecordSpec, SimulatorSpec
 
-__all__ = ["open_llm", "spec_redactor"]
+__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S"]
+
+PROBE_ATTEMPTS = 2
+"""Connection attempts of :func:`probe_endpoint` before the endpoint counts as down."""
+
+PROBE_TIMEOUT_S = 2.0
+"""The connect timeout of one probe attempt, in seconds (reading the answer gets twice that)."""
 
 
 def _simulator_config(sim: SimulatorSpec, base_dir: Path) -> tuple[SimulatorConfig, list[str]]:
@@ -51,6 +60,7 @@ def open_llm(llm: LLMSpec, base_dir: Path) -> Iterator[LLMClient]:
         else:
             assert llm.base_url is not None  # guaranteed by LLMSpec's validator
             base_url, key = llm.base_url, None
+            probe_endpoint(base_url)
         client = LLMClient(
             base_url=base_url, model=llm.model, api_key=key, api_key_env=llm.api_key_env,
             timeout_s=llm.timeout_s, retry=llm.retry, params=llm.params,
@@ -68,3 +78,40 @@ def spec_redactor(spec: RecordSpec) -> Redactor:
     """The spec's redaction, plus the value of the API-key variable it names."""
     secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
     return Redactor(spec.redact, literals=[secret] if secret else [])
+
+
+def probe_endpoint(base_url: str, *, attempts: int = PROBE_ATTEMPTS, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Check once, before a run, that an OpenAI-compatible endpoint is reachable:
+    ``GET {base_url}/models`` with a short timeout, ``attempts`` times at most.
+
+    Any HTTP answer counts as up, whatever its status (a 401 without a key, a 404 from a
+    server with no model list): only a connection that cannot be made (refused, no such
+    host, no answer to connect, a TLS failure) or a URL that cannot be requested counts
+    as down. A slow answer counts as up too; the calls' own timeouts and retries apply.
+
+    Raises:
+        LLMUnavailable: The endpoint is down; the message names the URL and the error.
+    """
+    import httpx  # the openai client's transport; loaded when a run begins
+
+    url = base_url.rstrip("/") + "/models"
+    timeout = httpx.Timeout(2 * timeout_s, connect=timeout_s)
+    error: Exception | None = None
+    for _ in range(attempts):
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+                client.get(url, headers={"Accept": "application/json"})
+            return
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            error = exc  # refused, no such host, TLS failed, no answer to connect: try once more
+        except (httpx.TimeoutException, httpx.RemoteProtocolError):
+            return  # connected: the server is there, if slow or odd
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL, ValueError) as exc:
+            error = exc
+            break  # a URL that cannot be requested: trying again changes nothing
+        except httpx.TransportError as exc:
+            error = exc  # reset, proxy refused, ...
+    reason = str(error).strip() or type(error).__name__
+    raise LLMUnavailable(
+        f"the LLM endpoint {base_url} is not reachable (GET {url}: {reason}); start it, or fix llm.base_url"
+    )
