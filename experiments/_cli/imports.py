@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,16 +74,30 @@ def add_parser(sub: Any) -> None:
     exp.set_defaults(handler=run_export)
 
 
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A file that cannot be written is one error naming it (not a traceback)."""
+    from quiver import QuiverError
+
+    try:
+        yield
+    except OSError as exc:
+        raise QuiverError(f"{path}: cannot be written ({exc.strerror or exc}); give a file in a folder you can "
+                          "write to") from None
+
+
 def run_import(args: argparse.Namespace) -> int:
     """Run ``quiver import``; return the exit code."""
     from quiver import import_traces
 
     result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name)
-    written = result.write(args.out)
+    with _writing(args.out):
+        written = result.write(args.out)
     summary = result.summary()
     if args.summary is not None:
-        args.summary.parent.mkdir(parents=True, exist_ok=True)
-        args.summary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        with _writing(args.summary):
+            args.summary.parent.mkdir(parents=True, exist_ok=True)
+            args.summary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     mapped, kept = summary["attributes"]["mapped"], summary["attributes"]["kept_in_tags"]
     print(
         f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s) into {written} trace(s) "
@@ -112,7 +128,8 @@ def run_export(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise QuiverError(f"{path}: no such trace file")
         traces += list(iter_traces(path, on_error=errors.append))
-    count = write_openinference(args.out, traces, otlp=args.otlp)
+    with _writing(args.out):
+        count = write_openinference(args.out, traces, otlp=args.otlp)
     for error in errors:
         print(error, file=sys.stderr)
     print(f"exported {len(traces)} trace(s) as {count} OpenInference span(s) to {args.out}")

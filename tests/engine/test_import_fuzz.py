@@ -312,3 +312,19 @@ def test_a_file_that_cannot_be_read_is_one_problem(tmp_path: Path, damage: Calla
     result = run_cli(["import", "openinference", str(path), "--out", str(tmp_path / "out.jsonl")])
     assert result.code == 1
     assert f"{path}: " in result.stderr and "file skipped" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["out", "summary"])
+def test_an_output_that_cannot_be_written_is_one_error_line(tmp_path: Path, where: str) -> None:
+    tried("span files")
+    spans = _write_jsonl(tmp_path / "spans.jsonl", [_openinference_span(0, None)])
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    out = folder if where == "out" else tmp_path / "out.jsonl"
+    argv = ["import", "openinference", str(spans), "--out", str(out)]
+    if where == "summary":
+        argv += ["--summary", str(folder)]
+    result = run_cli(argv)
+    assert result.code == 2
+    assert result.error_lines() == [f"quiver import: error: {folder}: cannot be written (Is a directory); "
+                                    "give a file in a folder you can write to"]
