@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -54,6 +55,10 @@ __all__ = [
     "AnalysisSpec",
     "CampaignSpec",
 ]
+
+
+MAX_STEPS = 10_000
+"""The most parameter sets (ladder steps, times variants) one perturbation may replay with."""
 
 
 class PerturbationSpec(_Spec):
@@ -79,6 +84,14 @@ class PerturbationSpec(_Spec):
 
     @model_validator(mode="after")
     def _operator(self) -> PerturbationSpec:
+        try:
+            variants = len(expand_variants(self.op, self.params))
+        except OperatorError as exc:
+            raise ValueError(str(exc)) from None
+        size = variants * math.prod(len(steps) for steps in (self.ladder or {}).values())
+        if size > MAX_STEPS:
+            raise ValueError(f"{size} parameter sets (variants x the product of the ladder's lists); at most "
+                             f"{MAX_STEPS} are allowed: split it into several perturbations")
         for params in self.steps():
             try:
                 make_operator(self.op, params)

@@ -287,3 +287,17 @@ def test_numbers_in_an_accepted_spec_are_finite_numbers_of_their_type(tmp_path: 
     spec = load_spec(RecordSpec, path)
     assert (spec.repeats, spec.concurrency, spec.seed) == (7, 2, 3)
     assert all(math.isfinite(v) for v in (spec.llm.timeout_s, spec.llm.retry.max_s))
+
+
+def test_a_ladder_of_millions_of_steps_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    tried("specs")
+    steps = ", ".join(str(i) for i in range(1, 3001))
+    text = (EXPERIMENTS / "specs" / "support_bot.yaml").read_text().replace(
+        "ladder: {count: [1, 2, 3, 5, 8]}", f"ladder: {{count: [{steps}], seed: [{steps}]}}")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    result = run_cli(["run", str(path)])
+    assert result.code == 2
+    [line] = result.error_lines()
+    assert ": perturbations[5]: 9000000 parameter sets (variants x the product of the ladder's lists); at most " \
+           "10000 are allowed" in line
