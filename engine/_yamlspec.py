@@ -354,6 +354,34 @@ def _reason(error: Any, model: type[BaseModel]) -> str:
     return reason
 
 
+def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """``loc`` without the parts that name a validator or a union member (``str``,
+    ``list[...]``, ``function-after[...]``) rather than a key or index of ``data``."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(part, str) and (part.startswith("function-") or not isinstance(node, dict)):
+            continue
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
+
+
+def _branch_errors(errors: list[Any], data: Any) -> list[Any]:
+    """Errors at data locations; of a union's members, the one the value's type took
+    (a value-type mismatch is dropped when another member's error reaches further in)."""
+    cleaned = [{**e, "loc": _data_loc(tuple(e["loc"]), data)} for e in errors]
+    kept = [e for e in cleaned
+            if not (e["type"].endswith("_type") and any(len(f["loc"]) > len(e["loc"]) and f["loc"][:len(e["loc"])]
+                                                      == e["loc"] for f in cleaned))]
+    return kept or cleaned
+
+
 def _order(error: Any) -> int:
     """Unknown keys first (a misspelt key also makes a required one missing), missing last."""
     return {"extra_forbidden": 0, "missing": 2}.get(error["type"], 1)
@@ -365,9 +393,9 @@ def validate_spec(model: type[M], data: Any, *, file: str | None, lines: dict[Pa
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = sorted(exc.errors(include_url=False), key=_order)
+        errors = sorted(_branch_errors(exc.errors(include_url=False), data), key=_order)
         error = errors[0]
-        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = tuple(error["loc"])
         reason = _reason(error, model)
         if len(errors) > 1:
             reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"

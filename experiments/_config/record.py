@@ -211,32 +211,68 @@ class RecordSpec(_Spec):
 
 
 def load_inputs(spec: RecordSpec, base_dir: Path, *, spec_file: str | None = None) -> list[InputItem]:
-    """Read the spec's inputs (a list, or a JSONL file relative to ``base_dir``)."""
+    """Read the spec's inputs (a list, or a JSONL file relative to ``base_dir``).
+
+    Raises:
+        SpecError: An input is not an object of keyword arguments (or is nested too
+            deeply to hash); the file does not exist, is not UTF-8 or not JSON Lines, or
+            holds no input; two inputs share an id. The message names the file and line.
+    """
     if isinstance(spec.inputs, list):
         items = []
         for i, record in enumerate(spec.inputs):
             try:
-                items.append(InputItem.from_record(record))
+                items.append(_input(record))
             except ValueError as exc:
-                raise SpecError(spec_file, None, f"inputs[{i}]", str(exc)) from None
+                raise SpecError(spec_file, _spec_line(spec_file, ("inputs", i)), f"inputs[{i}]", str(exc)) from None
         return _unique(items, spec_file or "inputs")
     path = base_dir / spec.inputs
     if not path.is_file():
-        raise SpecError(spec_file, None, "inputs", f"inputs file {path} does not exist")
+        raise SpecError(spec_file, _spec_line(spec_file, ("inputs",)), "inputs", f"inputs file {path} does not exist")
     items = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                items.append(InputItem.from_record(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise SpecError(str(path), lineno, None, f"not valid JSON: {exc.msg}") from None
-            except ValueError as exc:
-                raise SpecError(str(path), lineno, None, str(exc)) from None
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecError(str(path), lineno, None, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column "
+                            f"{exc.start + 1}; save the file as UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            items.append(_input(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise SpecError(str(path), lineno, None, f"not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise SpecError(str(path), lineno, None, "not valid JSON: nested too deeply") from None
+        except ValueError as exc:
+            raise SpecError(str(path), lineno, None, str(exc)) from None
     if not items:
         raise SpecError(str(path), None, None, "the inputs file holds no inputs")
     return _unique(items, str(path))
+
+
+def _input(record: Any) -> InputItem:
+    """One input; ``ValueError`` for one that is not an object, or that cannot be hashed
+    (not finite numbers, nesting deeper than Python's stack)."""
+    try:
+        return InputItem.from_record(record)
+    except RecursionError:
+        raise ValueError("the input is nested too deeply") from None
+    except (TypeError, OverflowError) as exc:
+        raise ValueError(f"the input cannot be read: {exc}") from None
+
+
+def _spec_line(spec_file: str | None, loc: tuple[str | int, ...]) -> int | None:
+    """The line of a field in the spec file, for an error found after the spec was loaded."""
+    if spec_file is None:
+        return None
+    from quiver._yamlspec import load_yaml_with_lines
+
+    try:
+        lines = load_yaml_with_lines(Path(spec_file))[1]
+    except SpecError:
+        return None
+    return lines.get(loc, lines.get(loc[:1]))
 
 
 def _unique(items: list[InputItem], where: str) -> list[InputItem]:

@@ -301,3 +301,34 @@ def test_a_ladder_of_millions_of_steps_is_refused_before_it_is_expanded(tmp_path
     [line] = result.error_lines()
     assert ": perturbations[5]: 9000000 parameter sets (variants x the product of the ladder's lists); at most " \
            "10000 are allowed" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"q": 1}\n{"q": "caf\xe9"}\n', "in.jsonl:2: not UTF-8 text: byte 0xe9 at column 11"),
+        (b'{"q": 1}\n' + b"[" * 100_000 + b"\n", "in.jsonl:2: not valid JSON: nested too deeply"),
+        (b'{"q": 1}\n[1]\n', "in.jsonl:2: an input must be a JSON object; got list"),
+        (b"\n\n", "in.jsonl: the inputs file holds no inputs"),
+    ],
+    ids=["not-utf8", "deep", "not-an-object", "empty"],
+)
+def test_an_inputs_file_that_cannot_be_read_names_its_line(tmp_path: Path, content: bytes, expected: str) -> None:
+    tried("specs")
+    (tmp_path / "in.jsonl").write_bytes(content)
+    path = tmp_path / "spec.yaml"
+    path.write_text("pipeline: p.py:run\nllm: simulator\ninputs: in.jsonl\n", encoding="utf-8")
+    result = run_cli(["record", str(path)])
+    assert result.code == 2
+    [line] = result.error_lines()
+    assert line.startswith(f"quiver record: error: {tmp_path}/{expected}"), line
+
+
+def test_an_inline_input_that_is_not_an_object_names_its_line_and_index(tmp_path: Path) -> None:
+    tried("specs")
+    path = tmp_path / "spec.yaml"
+    path.write_text("pipeline: p.py:run\nllm: simulator\ninputs:\n  - {q: 1}\n  - 3\n", encoding="utf-8")
+    result = run_cli(["record", str(path)])
+    assert result.code == 2
+    assert result.error_lines() == [f"quiver record: error: {path}:5: inputs[1]: Input should be a valid "
+                                    "dictionary, got 3"]
