@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_CANNOT_RUN", "EXIT_INTERRUPTED", "LazyChoices"]
+__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_CANNOT_RUN", "EXIT_INTERRUPTED", "LazyChoices", "checked_override"]
 
 EXIT_OK = 0
 """Done."""
@@ -43,3 +43,25 @@ class LazyChoices:
 
     def __repr__(self) -> str:
         return ", ".join(self._list())
+
+
+def checked_override(model: Any, field: str, value: Any, flag: str) -> Any:
+    """A command-line value that overrides the spec field ``model.field``, checked as the
+    spec checks that field (its type, strictly, and its range); None passes through.
+
+    Raises:
+        QuiverError: One line naming the flag, the value and what would be right.
+    """
+    if value is None:
+        return None
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from quiver._errors import QuiverError
+
+    info = model.model_fields[field]
+    try:
+        return TypeAdapter(Annotated[info.annotation, *info.metadata]).validate_python(value, strict=True)
+    except ValidationError as exc:
+        raise QuiverError(f"{flag} {value}: {exc.errors()[0]['msg']} (as the spec's {field!r})") from None

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, EXIT_PROBLEMS
+from .common import EXIT_OK, EXIT_PROBLEMS, checked_override
 
 __all__ = ["add_parser", "command"]
 
@@ -47,11 +47,14 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver gate``; return the exit code (0 pass, 1 fail)."""
+    from quiver.experiments._config.campaign import GateSpec
     from quiver.experiments._gate import parse_candidates, run_gate
 
+    probes, repeats, alpha, seed = (checked_override(GateSpec, name, getattr(args, name), f"--{name}")
+                                    for name in ("probes", "repeats", "alpha", "seed"))
     result = run_gate(
         args.spec, parse_candidates(args.candidate), profile_dir=args.profile, output=args.output,
-        probes=args.probes, repeats=args.repeats, alpha=args.alpha, seed=args.seed,
+        probes=probes, repeats=repeats, alpha=alpha, seed=seed,
         progress_stream=None if args.quiet else sys.stderr,
     )
     print((result.output / "gate.md").read_text(encoding="utf-8"))

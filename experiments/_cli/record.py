@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .common import EXIT_OK, EXIT_PROBLEMS
+from .common import EXIT_OK, EXIT_PROBLEMS, checked_override
 
 if TYPE_CHECKING:
     from quiver.experiments._config import RecordSpec
@@ -58,8 +58,12 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver record``; return the exit code."""
+    from quiver.experiments._config import RecordSpec
+
     overrides = RecordOverrides(
-        output=args.output, repeats=args.repeats, concurrency=args.concurrency, resume=args.resume,
+        output=args.output, repeats=checked_override(RecordSpec, "repeats", args.repeats, "--repeats"),
+        concurrency=checked_override(RecordSpec, "concurrency", args.concurrency, "--concurrency"),
+        resume=args.resume,
         retry_failed=args.retry_failed,
     )
     _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)

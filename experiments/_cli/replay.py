@@ -27,7 +27,7 @@ from .common import EXIT_OK, EXIT_PROBLEMS
 
 if TYPE_CHECKING:
     from quiver._graph import PipelineGraph
-    from quiver._trace import Trace
+    from quiver._trace import Redactor, Trace
 
 __all__ = ["add_parser", "command"]
 
@@ -103,28 +103,36 @@ def _traces(files: list[Path], limit: int | None) -> tuple[list[Trace], int]:
 
 
 @contextlib.contextmanager
-def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, Path]]:
-    """The pipeline function, an LLM client (or None) and the folder paths resolve against."""
+def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, Path, Redactor]]:
+    """The pipeline function, an LLM client (or None), the folder paths resolve against,
+    and the redactor the recording was written through (the spec's, else the built-in
+    rules and the value of ``--api-key-env``): replays are compared and written in that form."""
+    from quiver._trace import Redactor
     from quiver.replay import LLMClient, load_pipeline
 
     if args.spec is not None:
         from quiver._yamlspec import load_spec
-        from quiver.experiments._config import RecordSpec, open_llm
+        from quiver.experiments._config import RecordSpec, open_llm, spec_redactor
 
         spec = load_spec(RecordSpec, args.spec)
         base = args.spec.parent
         fn = load_pipeline(spec.pipeline, base)
         with open_llm(spec.llm, base) as client:
-            yield fn, client, base
+            yield fn, client, base, spec_redactor(spec)
         return
     base = Path.cwd()
     fn = load_pipeline(args.pipeline, base)
+    secret = os.environ.get(args.api_key_env) if args.api_key_env else None
+    redactor = Redactor(literals=[secret] if secret else [])
     if args.base_url is None:
-        yield fn, None, base
+        yield fn, None, base, redactor
         return
+    from quiver.experiments._config.llm import probe_endpoint
+
+    probe_endpoint(args.base_url)  # an endpoint that is down stops the command now (exit 2), not trace by trace
     client = LLMClient(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
     try:
-        yield fn, client, base
+        yield fn, client, base, redactor
     finally:
         client.close()
 
@@ -161,12 +169,12 @@ def command(args: argparse.Namespace) -> int:
     if overlap:
         raise QuiverError(f"node(s) {', '.join(sorted(overlap))} cannot be both --live-node and --frozen-node")
     mode = ReplayMode(live_nodes=tuple(args.live_node), frozen_nodes=tuple(args.frozen_node)).unfreeze(*args.live)
-    with _setup(args) as (fn, client, base):
+    with _setup(args) as (fn, client, base, redactor):
         graph = _graph(args)
         if args.op is None:
-            code = _check(args, traces, fn, client, mode, graph)
+            code = _check(args, traces, fn, client, mode, graph, redactor)
         else:
-            code = _perturb(args, traces, fn, client, mode, graph, base, params)
+            code = _perturb(args, traces, fn, client, mode, graph, base, params, redactor)
     return max(code, EXIT_PROBLEMS) if skipped else code
 
 
@@ -190,12 +198,12 @@ def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Ca
 
 def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
-    graph: PipelineGraph | None,
+    graph: PipelineGraph | None, redactor: Redactor,
 ) -> int:
     from quiver._trace import TraceWriter
     from quiver.replay import Replayer
 
-    replayer = Replayer(fn, mode=mode, client=client, graph=graph, seed=args.seed)
+    replayer = Replayer(fn, mode=mode, client=client, graph=graph, seed=args.seed, redactor=redactor)
     results = _replay_all(args, [(t, 0) for t in traces], lambda t, r: replayer.replay(t))
     diverged = [r for r in results if not r.reproduced]
     for r in diverged:
@@ -213,7 +221,7 @@ def _check(
     )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        with TraceWriter(args.out / "replayed.jsonl") as writer:
+        with TraceWriter(args.out / "replayed.jsonl", redactor=redactor) as writer:
             for r in results:
                 writer.write(r.trace)
         report = {
@@ -231,7 +239,7 @@ def _check(
 
 def _perturb(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
-    graph: PipelineGraph | None, base: Path, params: dict[str, Any],
+    graph: PipelineGraph | None, base: Path, params: dict[str, Any], redactor: Redactor,
 ) -> int:
     from quiver._interventional import pair_results
     from quiver.perturbations import make_operator
@@ -251,7 +259,7 @@ def _perturb(
         )
     jobs = [(t, r) for t in eligible for r in range(args.repeats)]
     keyed = sample_ids(traces)
-    replayer = Replayer(fn, mode=mode, client=client, graph=graph, base_dir=base, seed=args.seed)
+    replayer = Replayer(fn, mode=mode, client=client, graph=graph, base_dir=base, seed=args.seed, redactor=redactor)
     results = _replay_all(
         args, jobs,
         lambda t, r: replayer.replay(t, target=target, operator=operator, perturbation_id=args.id, repeat=r,
@@ -285,7 +293,7 @@ def _perturb(
         tmp = args.out / "pairs.jsonl.tmp"
         with tmp.open("w", encoding="utf-8") as fh:
             for p in pairs:
-                fh.write(json.dumps(p.to_json(), sort_keys=True) + "\n")
+                fh.write(redactor.encode(p.to_json())[1] + "\n")
         os.replace(tmp, args.out / "pairs.jsonl")
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(f"pairs: {args.out / 'pairs.jsonl'}\nsummary: {args.out / 'summary.json'}")
