@@ -31,6 +31,7 @@ phase leaves it), so each subprocess pays only for its start and its replays.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -56,8 +57,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "experiments" / "support_bot"
 RESULTS = ("pairs.jsonl", "replays.jsonl", "campaign.json", "report.md", "summary.json")
 """What a campaign writes once every replay is in its ledger."""
-SAME = ("campaign.json", "pairs.jsonl")
-"""What every resume must write byte for byte as the reference did."""
+SAME = ("campaign.json", "pairs.jsonl", "report.md")
+"""What every resume must write byte for byte as the reference did (``report.md`` ends
+with the observational report, which names its own run time: every run here keeps the
+reference's, as a resume after the observational phase does)."""
 LEDGER_CHAINS = (3, 5)
 """Seeds of the kill chains on the ledger writer."""
 KILLS_PER_CHAIN = 6
@@ -166,7 +169,8 @@ def _copy_run(reference: Path, out: Path, *, ledger: bool = True, results: bool 
     skip = set() if results else {*RESULTS, *(f"{name}.tmp" for name in RESULTS)}
     if not ledger:
         skip |= {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "cache"}
-    shutil.copytree(reference, out, ignore=lambda _folder, names: [n for n in names if n in skip])
+    shutil.copytree(reference, out, ignore=lambda folder, names: [n for n in names if n in skip]
+                    if Path(folder) == reference else [])
 
 
 def _same_as(reference: Path, out: Path) -> None:
@@ -408,6 +412,51 @@ def test_a_perturbation_edited_under_the_same_id_is_refused_on_resume(
     assert _rows(out) == before  # nothing reused, nothing removed
 
 
+def test_a_perturbation_edited_before_any_of_its_replays_was_kept_takes_its_new_identity(
+    campaign: Campaign, reference: Path, tmp_path: Path
+) -> None:
+    """Killed before the prompt swap's first replay was committed, then its variant
+    edited: nothing stale to reuse, so the resume runs it with the new variant."""
+    spec = campaign.spec(tmp_path)
+    out = tmp_path / "run"
+    _copy_run(reference, out, results=False)
+    with sqlite3.connect(str(out / "ledger.sqlite")) as db:
+        db.execute("DELETE FROM replays WHERE job_id LIKE 'rewriter-swap/%'")
+    variant = tmp_path / "rewriter_terse.txt"
+    variant.write_text(variant.read_text() + "Answer in one line.\n", encoding="utf-8")
+    done = _resume(spec)
+    assert done.code == 0, done.stderr
+    with sqlite3.connect(str(out / "ledger.sqlite")) as db:
+        stored = json.loads(db.execute("SELECT identity FROM identities WHERE perturbation = 'rewriter-swap'")
+                            .fetchone()[0])
+    assert stored["files"] == {"rewriter_terse.txt": hashlib.sha256(variant.read_bytes()).hexdigest()}
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("  - id: rewriter-swap", "  - id: rewriter-swap-off"),
+         "holds replays of control 'control.rewriter.0.live', which the spec no longer makes: put it back"),
+        (("n: 4, seed: 3", "n: 3, seed: 3"), "which this spec does not make (fewer steps, repeats or selected traces"),
+    ],
+    ids=["a perturbation taken out", "fewer traces selected"],
+)
+def test_replays_of_jobs_the_spec_no_longer_makes_are_refused_naming_what_is_gone(
+    campaign: Campaign, reference: Path, tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    spec = campaign.spec(tmp_path)
+    _copy_run(reference, tmp_path / "run")
+    text = spec.read_text()
+    if edit[0].startswith("  - id: rewriter-swap"):  # the whole perturbation taken out
+        text = text[:text.index(edit[0])] + text[text.index("replay:"):]
+    else:
+        text = text.replace(*edit)
+    spec.write_text(text, encoding="utf-8")
+    refused = _resume(spec)
+    assert refused.code == 2, refused.stdout + refused.stderr
+    assert message in refused.error_lines()[0] and "--output" in refused.error_lines()[0]
+
+
 def test_a_ledger_from_before_identities_resumes_with_a_warning(
     campaign: Campaign, reference: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -536,7 +585,7 @@ FAST_KINDS = ["truncated", "flipped", "header", "bad JSON, CRC kept", "missing k
 """Damage found when the ledger is opened (SQLite's check, the rows' CRCs)."""
 
 
-@settings(parent=FUZZ, max_examples=150)
+@settings(parent=FUZZ, max_examples=250)
 @given(kind=st.sampled_from(FAST_KINDS), data=st.data())
 def test_a_damaged_ledger_is_one_line_naming_it(damaged_folder: Path, kind: str, data: st.DataObject) -> None:
     tried("ledgers")
