@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from quiver._errors import QuiverError
-from quiver._trace import Trace
+from quiver._trace import Redactor, Trace
 from quiver.experiments._config import CampaignSpec
 from quiver.perturbations import make_operator
 
 from .jobs import controls, distinct
 from .ledger import Ledger
 
-__all__ = ["campaign_identities", "check_identities", "file_digest", "pipeline_identity"]
+__all__ = ["campaign_identities", "check_identities", "file_digest", "pipeline_identity", "stored_identity"]
 
 log = logging.getLogger("quiver.campaign")
 
@@ -128,6 +128,14 @@ def campaign_identities(spec: CampaignSpec, base_dir: Path, fn: Callable[..., An
     return out
 
 
+def stored_identity(identity: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """An identity as the ledger keeps it: redacted like everything the run writes (a
+    param may hold a secret), with the SHA-256 of the whole identity before redaction
+    (``digest``), so that a change inside a redacted value is still a change."""
+    digest = hashlib.sha256(json.dumps(_normal(identity), sort_keys=True).encode("utf-8")).hexdigest()
+    return {**redactor.data(identity), "digest": digest}
+
+
 def _normal(value: Any) -> Any:
     """``value`` as it reads back from the ledger (JSON, keys sorted), without where the
     pipeline's source file is (a moved checkout is the same code)."""
@@ -163,7 +171,8 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def describe_change(old: dict[str, Any], new: dict[str, Any], source: str | None = None) -> str:
     """What changed between two identities, in words (``source``: the pipeline's file)."""
-    found = _difference(_normal(old), _normal(new))
+    visible = {k: v for k, v in old.items() if k != "digest"}, {k: v for k, v in new.items() if k != "digest"}
+    found = _difference(_normal(visible[0]), _normal(visible[1])) or _difference(_normal(old), _normal(new))
     if found is None:
         return "nothing"
     path, before, after = found
@@ -174,6 +183,8 @@ def describe_change(old: dict[str, Any], new: dict[str, Any], source: str | None
         if ref:
             return f"it reads {ref} now" if before is None else f"it no longer reads {ref}"
         return f"the files it reads changed ({_short(before)} -> {_short(after)})"
+    if path == "digest":
+        return "a value of its parameters that the run redacts changed"
     if path == "pipeline.source_sha256":
         return f"the pipeline's source file {source or '(unknown)'} changed"
     return f"{path}: {_short(before)} -> {_short(after)}"

@@ -192,8 +192,8 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     spec, out = run.spec, run.out
     _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
-    perturbations = [{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}
-                     for p in spec.perturbations]
+    perturbations = run.redactor.data([{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}
+                                       for p in spec.perturbations])  # params may hold what the run redacts
     control_rows = [c.to_json() for c in distinct(of)]
     estimates = campaign_estimates(
         perturbations, rows, profile.table, profile.to_json(), graph, epsilon=spec.analysis.epsilon,

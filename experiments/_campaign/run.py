@@ -65,7 +65,7 @@ from quiver.replay import (
 )
 
 from .checks import check_spec
-from .identity import campaign_identities
+from .identity import campaign_identities, stored_identity
 from .jobs import expand_jobs
 from .ledger import Ledger
 from .resume import resume_state
@@ -242,6 +242,7 @@ class CampaignRun:
                  "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
             mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=seed, run_id=run_id,
             cache_dir=str(cache_dir.resolve()) if cache_dir is not None else None,
+            redaction=self.redactor.to_json(),
         )
 
     def run(self, *, resume: bool = False, retry_failed: bool = False, executor: str | None = None,
@@ -278,7 +279,7 @@ class CampaignRun:
             with self.connected():
                 traces = self.baseline(resume=resume)
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
-                identities = {pid: self.redactor.data(identity) for pid, identity
+                identities = {pid: stored_identity(identity, self.redactor) for pid, identity
                               in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
                 resumed = resume_state(
                     ledger, jobs, traces, identities, self.path,
