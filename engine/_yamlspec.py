@@ -32,8 +32,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from quiver._errors import SpecError
-from quiver._trace import format_loc
-from quiver._trace.model import printable
+from quiver._trace import format_loc, printable
 
 __all__ = ["MAX_DEPTH", "MAX_ALIAS_NODES", "load_yaml_with_lines", "load_spec", "validate_spec"]
 

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver gate``; return the exit code (0 pass, 1 fail)."""
-    from quiver.experiments._config.campaign import GateSpec
+    from quiver.experiments._config import GateSpec
     from quiver.experiments._gate import parse_candidates, run_gate
 
     probes, repeats, alpha, seed = (checked_override(GateSpec, name, getattr(args, name), f"--{name}")

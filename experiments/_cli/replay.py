@@ -127,7 +127,7 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
     if args.base_url is None:
         yield fn, None, base, redactor
         return
-    from quiver.experiments._config.llm import probe_endpoint
+    from quiver.experiments._config import probe_endpoint
 
     probe_endpoint(args.base_url)  # an endpoint that is down stops the command now (exit 2), not trace by trace
     client = LLMClient(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)

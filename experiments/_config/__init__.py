@@ -17,7 +17,7 @@ from .campaign import (
     ReplaySpec,
     SelectSpec,
 )
-from .llm import open_llm, spec_redactor
+from .llm import open_llm, probe_endpoint, spec_redactor
 from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 
 __all__ = [
@@ -34,5 +34,6 @@ __all__ = [
     "AnalysisSpec",
     "CampaignSpec",
     "open_llm",
+    "probe_endpoint",
     "spec_redactor",
 ]

@@ -40,8 +40,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from quiver._errors import SpecError
-from quiver._trace import RedactionConfig
-from quiver._trace.model import printable
+from quiver._trace import RedactionConfig, printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
 
 __all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "RecordSpec", "load_inputs", "SEED_MAX"]
