@@ -41,14 +41,20 @@ def load_golden(path: str | os.PathLike[str]) -> list[GoldenLine]:
     """Read a golden file; a bad line is an error naming the file and the line."""
     p = Path(path)
     out: list[GoldenLine] = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise SpecError(str(p), lineno, None, f"not UTF-8 (byte {exc.start + 1} of the line)") from None
             if not text.strip():
                 continue
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SpecError(str(p), lineno, None, f"not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise SpecError(str(p), lineno, None, "nested too deeply to be read") from None
             missing = [k for k in ("input_id", "node", "output") if not isinstance(obj, dict) or k not in obj]
             if missing:
                 raise SpecError(str(p), lineno, None,

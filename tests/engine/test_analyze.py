@@ -116,3 +116,16 @@ def test_faithfulness_against_a_golden_file(corpus: list[Trace], tmp_path: Path)
 def test_the_quick_text_collector_matches_the_distance_exactly(spec: dict[str, Any], a: Any, b: Any) -> None:
     node = PipelineGraph(nodes={"n": spec}).nodes["n"]
     assert texts_for(node, a, b) == texts_to_compare(node, a, b)
+
+
+def test_a_golden_file_with_bad_bytes_or_deep_nesting_names_its_line(tmp_path: Path) -> None:
+    from quiver._errors import SpecError
+    from quiver._observational import load_golden
+
+    good = json.dumps({"input_id": "g0", "node": "classify", "output": "x"})
+    for name, bad in (("bytes", b"\xff\xfe not text\n"), ("deep", b"[" * 100_000 + b"]" * 100_000 + b"\n")):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(good.encode() + b"\n" + bad)
+        with pytest.raises(SpecError) as err:
+            load_golden(path)
+        assert err.value.line == 2 and str(path) in str(err.value)
