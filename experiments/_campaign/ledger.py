@@ -305,37 +305,29 @@ class Ledger:
                 text = json.dumps(data, sort_keys=True)
             raw = text.encode("utf-8")
             rows.append((job_id, seq, text, int(replay_failed(data)), zlib.crc32(raw)))
-        with self._lock, self._guard():
-            db = self._conn()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                before = db.total_changes
-                db.executemany(
-                    "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc) VALUES (?, ?, ?, ?, ?)", rows
-                )
-                added = db.total_changes - before
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return added
+        return self._changes(
+            "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc) VALUES (?, ?, ?, ?, ?)", rows
+        )
 
     def forget(self, job_ids: Iterable[str]) -> int:
         """Remove the rows of ``job_ids`` in one transaction (``--retry-failed``: their
         jobs run again). Returns how many were removed."""
-        ids = [(job_id,) for job_id in job_ids]
+        return self._changes("DELETE FROM replays WHERE job_id = ?", [(job_id,) for job_id in job_ids])
+
+    def _changes(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run ``sql`` once per row in one transaction; the rows it changed."""
         with self._lock, self._guard():
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
             try:
                 before = db.total_changes
-                db.executemany("DELETE FROM replays WHERE job_id = ?", ids)
-                removed = db.total_changes - before
+                db.executemany(sql, rows)
+                changed = db.total_changes - before
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return removed
+        return int(changed)
 
     def set_meta(self, items: Iterable[tuple[str, str]]) -> None:
         with self._lock, self._guard():

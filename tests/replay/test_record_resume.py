@@ -101,7 +101,14 @@ def key(line: bytes) -> tuple[str, int]:
 
 
 def record(spec: Path, out: Path, *flags: str) -> Any:
-    """``quiver record SPEC --output OUT --quiet FLAGS`` in this process (the real command)."""
+    """``quiver record SPEC --output OUT --quiet FLAGS`` in this process (the real command).
+
+    Templates are registered process-wide when a pipeline file is imported, and other
+    tests in this process may have registered one under the same id (``classify``): the
+    pipeline files they loaded are forgotten, so the quickstart's is imported again and
+    its own templates are the ones in force, as in a ``quiver record`` process."""
+    for name in [n for n in sys.modules if n.startswith("quiver_pipeline_")]:
+        del sys.modules[name]
     return run_cli(["record", str(spec), "--output", str(out), "--quiet", *flags])
 
 
