@@ -10,6 +10,10 @@ from .common import EXIT_OK
 
 __all__ = ["add_parser", "command"]
 
+_FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connections",
+          "max_body_bytes": "--max-body-bytes", "nondeterminism": "--nondeterminism", "port": "--port"}
+"""The flag that sets a SimulatorConfig field, for error messages."""
+
 
 def add_parser(sub: Any) -> None:
     """Register ``quiver sim``."""
@@ -26,12 +30,21 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--models", nargs="*", default=[], metavar="MODULE", help="modules registering models")
     sim.add_argument("--nondeterminism", type=float, default=0.0, help="temperature-0 runner-up rate")
     sim.add_argument("--faults", type=Path, help="YAML or JSON file of fault settings (FaultConfig)")
+    sim.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="close a connection that sends nothing for this long (default 30)")
+    sim.add_argument("--max-connections", type=int, default=1024, metavar="N",
+                     help="connections served at once; one more gets 503 with Retry-After (default 1024)")
+    sim.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, metavar="BYTES",
+                     help="larger request bodies get 413 before they are read (default 8 MiB)")
 
     sim.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """Serve the simulator until interrupted."""
+    from pydantic import ValidationError
+
+    from quiver._errors import QuiverError
     from quiver.replay import FaultConfig, SimulatorConfig, check_loopback
     from quiver.replay._sim import serve
 
@@ -41,8 +54,16 @@ def command(args: argparse.Namespace) -> int:
         from quiver._yamlspec import load_spec
 
         faults = load_spec(FaultConfig, args.faults)
-    config = SimulatorConfig(
-        host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults
-    )
+    try:
+        config = SimulatorConfig(
+            host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults,
+            read_timeout_s=args.read_timeout, max_connections=args.max_connections,
+            max_body_bytes=args.max_body_bytes,
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(p) for p in error["loc"])
+        flag = _FLAGS.get(field, field)
+        raise QuiverError(f"{flag}: {str(error['msg']).removeprefix('Value error, ')}") from None
     serve(config)
     return EXIT_OK

@@ -47,3 +47,36 @@ def test_replay_against_a_closed_port_is_one_line_and_exit_2(tmp_path: Path) -> 
     assert result.code == 2
     assert f"127.0.0.1:{port}" in result.error_lines()[0]
     tried("overrides")
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--max-connections", "0", "--max-connections: max_connections must be an integer >= 1"),
+    ("--read-timeout", "-1", "--read-timeout: read_timeout_s must be a finite number of seconds > 0"),
+    ("--max-body-bytes", "0", "--max-body-bytes: "),
+])
+def test_a_simulator_limit_out_of_range_is_one_line_and_exit_2(flag: str, value: str, says: str) -> None:
+    result = run_cli(["sim", "--port", "0", flag, value], seconds=30)
+    assert result.code == 2 and result.error_lines()[0].startswith(f"quiver sim: error: {says}")
+    tried("overrides")
+
+
+def test_quiver_sim_serves_with_the_limits_its_flags_set() -> None:
+    import subprocess
+    import sys
+
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "quiver.experiments._cli", "sim", "--port", "0",
+                             "--max-body-bytes", "1000"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "quiver sim listening on URL (models: ...)"
+        url = line.split(" listening on ", 1)[1].split()[0]
+        body = {"model": "sim-echo", "messages": [{"role": "user", "content": "x" * 2000}]}
+        too_big = httpx.post(f"{url}/chat/completions", json=body, timeout=10)
+        small = httpx.post(f"{url}/chat/completions", json={**body, "messages": [{"role": "user", "content": "hi"}]},
+                           timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert too_big.status_code == 413 and small.status_code == 200
