@@ -54,14 +54,15 @@ def checked_override(model: Any, field: str, value: Any, flag: str) -> Any:
     """
     if value is None:
         return None
-    from typing import Annotated
+    from typing import Annotated, cast
 
     from pydantic import TypeAdapter, ValidationError
 
     from quiver._errors import QuiverError
 
     info = model.model_fields[field]
+    constrained = cast(Any, Annotated[info.annotation, *info.metadata])  # a type built at run time
     try:
-        return TypeAdapter(Annotated[info.annotation, *info.metadata]).validate_python(value, strict=True)
+        return TypeAdapter(constrained).validate_python(value, strict=True)
     except ValidationError as exc:
         raise QuiverError(f"{flag} {value}: {exc.errors()[0]['msg']} (as the spec's {field!r})") from None
