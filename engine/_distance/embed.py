@@ -254,12 +254,12 @@ def _quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
+            hf_logging.enable_progress_bar()
 
 
 class FunctionEmbedder:

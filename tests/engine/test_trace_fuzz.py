@@ -318,7 +318,7 @@ def run_case(case: Case, workdir: Path) -> None:
     check_replay(path, messages, valid)
 
 
-@settings(parent=FUZZ, max_examples=300)
+@settings(parent=FUZZ, max_examples=200)
 @given(data=st.data())
 def test_damaged_trace_lines_cost_only_themselves(
     data: st.DataObject, lines: list[bytes], workdir: Path, hashing_embedder: None

@@ -144,7 +144,7 @@ def _check_and_refuse(kind: str, path: Path) -> None:
     assert refused.error_lines() == [f"quiver {COMMAND[kind]}: error: {lines[0]}"]
 
 
-@settings(parent=FUZZ, max_examples=260)
+@settings(parent=FUZZ, max_examples=180)
 @given(
     kind=st.sampled_from(["spec", "record", "record"]),
     pick=st.integers(0, 2),
