@@ -22,6 +22,8 @@ Where each name lives (one family per private subpackage, see the README's layou
 * ``quiver._observational``: ``analyze`` and the estimators of QUIVER.md §3-§10;
 * ``quiver._interventional``: pair results and the estimates of a campaign (§6-§7, §11-§13);
 * ``quiver._report``: Markdown reports and plots;
+* ``quiver._diff``: why two traces diverged: the first divergent call and its cause;
+* ``quiver._compare``: first divergences over a corpus, divergence baselines of two corpora;
 * ``quiver._importers``: OpenInference, OTel GenAI and Langfuse spans in and out.
 """
 
@@ -56,6 +58,8 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "quiver._interventional": (
         "PairResult", "pair_results", "campaign_estimates", "CampaignEstimates", "PerturbationEstimates", "PairRow",
     ),
+    "quiver._diff": ("Cause", "Evidence", "FirstDivergence", "PairDiff", "diff_traces"),
+    "quiver._compare": ("DivergenceTable", "first_divergence_table", "Comparison", "compare_corpora"),
     "quiver._report": ("render_report", "interventional_report", "write_profile"),
     "quiver._importers": (
         "ImportProblem", "ImportResult", "SourceSpan", "SpanFormat", "import_traces", "import_format",
@@ -73,6 +77,19 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         canonical_json as canonical_json,
         content_hash as content_hash,
         to_jsonable as to_jsonable,
+    )
+    from quiver._compare import (
+        Comparison as Comparison,
+        DivergenceTable as DivergenceTable,
+        compare_corpora as compare_corpora,
+        first_divergence_table as first_divergence_table,
+    )
+    from quiver._diff import (
+        Cause as Cause,
+        Evidence as Evidence,
+        FirstDivergence as FirstDivergence,
+        PairDiff as PairDiff,
+        diff_traces as diff_traces,
     )
     from quiver._distance import (
         Embedder as Embedder,

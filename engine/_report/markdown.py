@@ -21,6 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from quiver._compare import first_divergence_markdown
 from quiver._stats import DASH, fmt, fmt_ci, fmt_est, fmt_n
 
 __all__ = ["render_report", "write_report", "REPORT_FILE", "fmt", "fmt_ci", "fmt_est", "graph_nodes"]
@@ -549,7 +550,8 @@ def _images(images: Iterable[str | Path]) -> list[str]:
 
 
 _SECTIONS = (
-    _header, _summary, _graph, _edges, _partials, _nodes, _divergence, _paths, _transitive,
+    _header, _summary, _graph, _edges, _partials, _nodes, _divergence,
+    lambda p: first_divergence_markdown(p.get("first_divergence")), _paths, _transitive,
     _budgets, _impact, _faithfulness, _embedding,
 )
 

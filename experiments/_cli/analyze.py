@@ -97,6 +97,7 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver analyze`` from parsed arguments; returns the exit code."""
+    from quiver._compare import first_divergence_json
     from quiver._observational import analyze
     from quiver._report import write_profile
     from quiver._trace import check_trace_file
@@ -116,6 +117,7 @@ def command(args: argparse.Namespace) -> int:
     if args.alpha:
         kwargs["alphas"] = args.alpha
     profile = analyze([str(p) for p in args.traces], _base_graph(args), **kwargs)
+    profile.data["first_divergence"] = first_divergence_json(args.traces, resamples=args.resamples, seed=args.seed)
     written = write_profile(profile, args.out, plots=not args.no_plots)
     data = profile.to_json()
     emb = data["embedding"]
