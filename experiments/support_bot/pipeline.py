@@ -33,22 +33,26 @@ with ``quiver.configure_llm(...)`` and call :func:`run` like any function.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import quiver
 from quiver.experiments.support_bot.textnorm import STOPWORDS, WORD, stem
+from quiver.replay import Template, load_template_file, template_overrides
 
 __all__ = [
     "run", "first_wave", "initial_material", "plan_and_act", "rewriter", "signal_analysis",
     "context_sufficiency", "route", "smalltalk", "web_search", "discovery", "planner",
-    "account_api", "composer",
+    "account_api", "composer", "DEPLOYMENT_DIMENSIONS", "deployment", "deployed", "deployment_pipeline",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -59,6 +63,8 @@ WEB_PATH = HERE / "web.jsonl"
 ACCOUNTS_PATH = HERE / "accounts.json"
 """What ``account_api`` answers, per account id and endpoint."""
 PROMPTS = HERE / "prompts"
+DEPLOYMENTS = HERE / "deployments"
+"""What the v2 deployment of each dimension changes (see :func:`deployed`)."""
 
 K_MAX = 5
 """The planner loop's bound: at most this many subtasks are planned."""
@@ -66,6 +72,9 @@ TOP_K = 3
 """Hits per query and retrieval tool."""
 MIN_SCORE = 1.0
 """A BM25 score at or below this is not a hit."""
+KEYWORD_BOOST = 2.0
+"""What a query word among a fragment's search keywords adds to its score (only the
+``retrieval: v2`` index has keywords)."""
 
 REWRITER_MODEL = "support-bot-rewriter"
 SIGNAL_MODEL = "support-bot-signal"
@@ -81,6 +90,109 @@ ENDPOINTS = {
     "security.sso": "sso, single sign-on",
 }
 """The account API the planner may EXECUTE, with what each endpoint answers."""
+
+# --------------------------------------------------------------------------- deployments
+
+DEPLOYMENT_DIMENSIONS = ("retrieval", "tools", "prompt", "model")
+"""The dimensions of the replay contract that have a second deployment, ``v2``:
+
+* ``retrieval``: ``deployments/corpus_v2.jsonl`` replaces a few help-centre fragments
+  under the same ids (index drift): the index gave them search keywords, so they match
+  other queries and their recorded content hash changes. What prompts show of a
+  fragment (title and text) is the same in both versions, so a trace recorded at v1
+  still replays exactly with the retrieval dimension frozen;
+* ``tools``: ``deployments/accounts_v2.json`` replaces some of the account API's data
+  (the customer's plan and invoices changed since);
+* ``prompt``: the composer's template is ``deployments/composer_v2.txt``, which asks the
+  reply to close by offering a call back (template id unchanged, its hash differs);
+* ``model``: the planner asks for ``support-bot-planner-v2``, a new version that
+  composes more readily (its coverage threshold sits 15 points below what the prompt
+  states).
+"""
+VERSIONS = ("v1", "v2")
+PLANNER_V2_MODEL = "support-bot-planner-v2"
+
+_deployment: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "support_bot_deployment", default=None
+)
+
+
+def deployment() -> dict[str, str]:
+    """The deployment in force: ``{dimension: version}`` for every dimension."""
+    current = _deployment.get() or {}
+    return {dim: current.get(dim, "v1") for dim in DEPLOYMENT_DIMENSIONS}
+
+
+def _checked(changes: Mapping[str, str]) -> dict[str, str]:
+    for dim, version in changes.items():
+        if dim not in DEPLOYMENT_DIMENSIONS:
+            raise ValueError(
+                f"deployment: unknown dimension {dim!r}; the dimensions are {', '.join(DEPLOYMENT_DIMENSIONS)}"
+            )
+        if version not in VERSIONS:
+            raise ValueError(f"deployment: {dim} {version!r} is not a version; give one of {', '.join(VERSIONS)}")
+    return dict(changes)
+
+
+@contextmanager
+def deployed(changes: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
+    """Run the block with ``changes`` (``{"retrieval": "v2", ...}``) deployed; the other
+    dimensions stay at ``v1``. Threads started through ``quiver.ThreadPoolExecutor``
+    inherit it.
+
+    Raises:
+        ValueError: A dimension or version that does not exist.
+    """
+    token = _deployment.set(_checked(changes or {}))
+    try:
+        current = deployment()
+        with template_overrides(_templates(current["prompt"])):
+            yield current
+    finally:
+        _deployment.reset(token)
+
+
+@lru_cache(maxsize=2)
+def _templates(version: str) -> dict[str, Template]:
+    if version == "v1":
+        return {}
+    composer = load_template_file(DEPLOYMENTS / "composer_v2.txt")
+    return {"support_bot.composer": Template("support_bot.composer", composer)}
+
+
+def deployment_pipeline(name: str) -> Callable[..., dict[str, Any]]:
+    """:func:`run` with the dimensions that ``name`` lists at ``v2``.
+
+    ``name`` is ``run_v2`` (all four) or ``run_v2_`` followed by dimensions joined by
+    ``_`` (``run_v2_retrieval``, ``run_v2_retrieval_prompt``). A recording spec selects
+    a deployment by its pipeline: ``pipeline: pipeline.py:run_v2_tools``.
+
+    Raises:
+        AttributeError: ``name`` is not of that form.
+    """
+    rest = name.removeprefix("run_v2")
+    dims = list(DEPLOYMENT_DIMENSIONS) if rest == "" else rest[1:].split("_") if rest.startswith("_") else []
+    if not dims or any(d not in DEPLOYMENT_DIMENSIONS for d in dims) or len(set(dims)) != len(dims):
+        raise AttributeError(
+            f"{__name__} has no attribute {name!r}: a deployment is run_v2 or run_v2_ followed by some of "
+            f"{', '.join(DEPLOYMENT_DIMENSIONS)} joined by '_'"
+        )
+    changes = dict.fromkeys(dims, "v2")
+
+    @functools.wraps(run)
+    def run_deployed(message: str, account_id: str, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        return run(message, account_id, history, deployment=changes)
+
+    run_deployed.__name__ = run_deployed.__qualname__ = name
+    return run_deployed
+
+
+def __getattr__(name: str) -> Any:
+    """``run_v2``, ``run_v2_retrieval``, ...: see :func:`deployment_pipeline`."""
+    if name.startswith("run_v2"):
+        return deployment_pipeline(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --------------------------------------------------------------------------- prompts
 
@@ -134,24 +246,47 @@ def _read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
         return tuple(json.loads(line) for line in fh if line.strip())
 
 
-@lru_cache(maxsize=1)
 def fragments() -> dict[str, dict[str, Any]]:
-    """Every fragment a prompt can list, help centre and web, by id."""
-    return {f["id"]: f for path in (CORPUS_PATH, WEB_PATH) for f in _read_jsonl(path)}
+    """Every fragment a prompt can list, help centre and web, by id (the deployed index)."""
+    return _fragments(deployment()["retrieval"])
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
+def _corpus(version: str) -> tuple[dict[str, Any], ...]:
+    """The help centre; ``v2`` with the fragments of ``deployments/corpus_v2.jsonl`` edited."""
+    corpus = _read_jsonl(CORPUS_PATH)
+    if version == "v1":
+        return corpus
+    edited = {f["id"]: f for f in _read_jsonl(DEPLOYMENTS / "corpus_v2.jsonl")}
+    return tuple(edited.get(f["id"], f) for f in corpus)
+
+
+@lru_cache(maxsize=2)
+def _fragments(version: str) -> dict[str, dict[str, Any]]:
+    return {f["id"]: f for f in (*_corpus(version), *_read_jsonl(WEB_PATH))}
+
+
 def _accounts() -> dict[str, dict[str, str]]:
+    return _accounts_of(deployment()["tools"])
+
+
+@lru_cache(maxsize=2)
+def _accounts_of(version: str) -> dict[str, dict[str, str]]:
     accounts: dict[str, dict[str, str]] = json.loads(ACCOUNTS_PATH.read_text(encoding="utf-8"))
+    if version == "v2":
+        changed = json.loads((DEPLOYMENTS / "accounts_v2.json").read_text(encoding="utf-8"))
+        accounts = {a: {**data, **changed.get(a, {})} for a, data in accounts.items()}
     return accounts
 
 
 class _Index:
-    """Okapi BM25 (k1 = 1.2, b = 0.75) over the title and text of some fragments."""
+    """Okapi BM25 (k1 = 1.2, b = 0.75) over the title and text of some fragments, plus
+    :data:`KEYWORD_BOOST` per query word among a fragment's search keywords."""
 
     def __init__(self, docs: Sequence[dict[str, Any]]) -> None:
         self.ids = [d["id"] for d in docs]
         self.counts = [Counter(terms(f"{d['title']} {d['text']}")) for d in docs]
+        self.keywords = [set(terms(d.get("keywords", ""))) for d in docs]
         n = len(docs)
         df = Counter(t for c in self.counts for t in c)
         self.idf = {t: math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in df.items()}
@@ -160,7 +295,10 @@ class _Index:
     def search(self, query: str, k: int = TOP_K) -> list[tuple[str, float]]:
         """The ``k`` best ids scoring above :data:`MIN_SCORE`, best first."""
         words = set(terms(query))
-        scored = [(self._score(words, c), i) for i, c in zip(self.ids, self.counts, strict=True)]
+        scored = [
+            (self._score(words, c) + KEYWORD_BOOST * len(words & k), i)
+            for i, c, k in zip(self.ids, self.counts, self.keywords, strict=True)
+        ]
         scored.sort(key=lambda pair: (-pair[0], pair[1]))
         return [(i, round(s, 3)) for s, i in scored[:k] if s > MIN_SCORE]
 
@@ -175,10 +313,14 @@ class _Index:
         return score
 
 
-@lru_cache(maxsize=1)
 def _indexes() -> dict[str, _Index]:
     """One index per retrieval tool: the help centre, known issues, release notes, the web."""
-    corpus = _read_jsonl(CORPUS_PATH)
+    return _indexes_of(deployment()["retrieval"])
+
+
+@lru_cache(maxsize=2)
+def _indexes_of(version: str) -> dict[str, _Index]:
+    corpus = _corpus(version)
     by_source = {
         "help_center": "help", "known_issues": "known_issue", "release_notes": "release",
     }
@@ -277,10 +419,16 @@ def smalltalk(message: str) -> str:
 # --------------------------------------------------------------------------- retrieval
 
 
+def _indexed(fragment_id: str) -> str:
+    """A fragment as the index holds it: its content, and its search keywords when it has any."""
+    keywords = fragments()[fragment_id].get("keywords")
+    return f"{_content(fragment_id)}\nKeywords: {keywords}" if keywords else _content(fragment_id)
+
+
 def _record_hits(hits: dict[str, float]) -> list[str]:
     """Record the merged hits as the call's retrieval set; return their ids, best first."""
     ranked = sorted(hits, key=lambda i: (-hits[i], i))
-    quiver.retrieved([{"doc_id": i, "content": _content(i), "score": hits[i]} for i in ranked])
+    quiver.retrieved([{"doc_id": i, "content": _indexed(i), "score": hits[i]} for i in ranked])
     return ranked
 
 
@@ -337,8 +485,9 @@ def planner(
     material: str,
 ) -> dict[str, Any]:
     """Plan one subtask: COMPOSE, EXECUTE or RETRY (the gate ``action``)."""
+    model = PLANNER_V2_MODEL if deployment()["model"] == "v2" else PLANNER_MODEL
     result = quiver.llm().chat(
-        "support_bot.planner", model=PLANNER_MODEL, response_format=PLAN_FORMAT,
+        "support_bot.planner", model=model, response_format=PLAN_FORMAT,
         message=message, turn_type=turn_type, position=position + 1, total=len(subtasks),
         subtask=subtasks[position], query=query,
         remaining=", ".join(subtasks[position + 1:]) or "none",
@@ -422,7 +571,10 @@ def initial_material(
     return material
 
 
-def run(message: str, account_id: str, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run(
+    message: str, account_id: str, history: list[dict[str, Any]] | None = None,
+    deployment: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Answer one customer message.
 
     Args:
@@ -430,12 +582,19 @@ def run(message: str, account_id: str, history: list[dict[str, Any]] | None = No
         account_id: The customer's account (what ``account_api`` looks up).
         history: Earlier turns, ``{"role", "content", "refs"}``; the assistant's
             ``refs`` are the fragments its answer cited.
+        deployment: The dimensions deployed at ``v2``, ``{"retrieval": "v2", ...}``
+            (see :data:`DEPLOYMENT_DIMENSIONS`; default: all ``v1``). Configuration, not
+            an input: the trace's inputs do not hold it.
 
     Returns:
         ``reply`` (the text sent), ``refs`` (the fragments cited) and ``path``
         (``smalltalk`` or ``answer``).
     """
-    history = list(history or [])
+    with deployed(deployment):
+        return _answer(message, account_id, list(history or []))
+
+
+def _answer(message: str, account_id: str, history: list[dict[str, Any]]) -> dict[str, Any]:
     rewrite, signals, sufficiency = first_wave(message, history)
     gates = route(signals, sufficiency)
     if gates["small_talk"] == "short_circuit":

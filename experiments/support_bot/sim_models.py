@@ -33,9 +33,12 @@ property of the prompt, and the decision rules below say exactly when:
   one with exactly one term missing (coverage 0.6 to 0.8) is a near tie between
   COMPOSE and RETRY: the planner's coverage boundary. A fully covered account question
   with a single possessive or cue word is a near tie between COMPOSE and EXECUTE.
+* ``support-bot-planner-v2``: the planner's next version, its threshold
+  :data:`V2_THETA_SHIFT` below the prompt's (the support bot's ``model: v2`` deployment).
 * ``support-bot-composer``: answers each subtask with the first sentence of the
   material fragment that shares most of its key terms (the first listed on a tie),
-  cites it, and states the account data; two near-tie openings.
+  cites it, and states the account data; two near-tie openings. It closes by offering a
+  call back when the template asks for it (the ``prompt: v2`` deployment).
 * ``support-bot-smalltalk``: a few friendly replies, two of them near a tie.
 * ``support-bot-paraphraser``: swaps words for synonyms, more of them at higher
   temperatures (what ``text_edit`` paraphrase replays call).
@@ -51,7 +54,7 @@ from quiver.experiments.support_bot.textnorm import STOPWORDS, WORD, stem
 from quiver.replay import Fields, SimRequest, Text, sim_model
 
 __all__ = [
-    "rewriter", "signal", "sufficiency", "planner", "composer", "smalltalk",
+    "rewriter", "signal", "sufficiency", "planner", "planner_v2", "composer", "smalltalk",
     "key_terms", "clauses", "label_words", "subtasks", "query_for", "query_style", "runner_up",
     "coverage", "action_logits", "near_ties",
 ]
@@ -68,6 +71,9 @@ EXECUTE_GAIN = 2.0
 """The planner's EXECUTE logit per possessive or cue word in an account subtask: one
 such word (2.0) ties with a fully covered COMPOSE (2.4); two or more (4.0) win clearly."""
 RUNNER_UP = 0.4
+"""How far below the best the noisy alternatives (rewrites, openings) sit."""
+V2_THETA_SHIFT = 0.15
+"""How much lower ``support-bot-planner-v2`` sets the coverage threshold than its prompt states."""
 """How far below the best the noisy alternatives (rewrites, openings) sit."""
 
 # --------------------------------------------------------------------------- words
@@ -412,13 +418,25 @@ def _theta(system: str) -> float:
 @sim_model("support-bot-planner")
 def planner(req: SimRequest) -> Fields:
     """The action for the current subtask, with its task, remaining subtasks, gaps and refs."""
+    return _plan(req, _theta(req.system_text))
+
+
+@sim_model("support-bot-planner-v2")
+def planner_v2(req: SimRequest) -> Fields:
+    """The planner's next version (the support bot's ``model: v2`` deployment): the same
+    answer, with a coverage threshold :data:`V2_THETA_SHIFT` below the prompt's, so a
+    subtask with one key term in three missing composes instead of retrying."""
+    return _plan(req, _theta(req.system_text) - V2_THETA_SHIFT)
+
+
+def _plan(req: SimRequest, theta: float) -> Fields:
     text = req.user_text
     position = re.search(r"^Subtask \d+ of \d+", text, re.MULTILINE)
     label = _line(text, position.group(0)) if position else ""
     remaining = _line(text, "Remaining after this one")
     frags, account = _material(text)
     cov, gaps = coverage(label, [t for _, t in frags] + list(account.values()))
-    logits = action_logits(label, cov, _theta(req.system_text), account)
+    logits = action_logits(label, cov, theta, account)
     refs = _best_refs(label, frags)
     terms = key_terms(label)
     if "thought as a checklist" in req.system_text:
@@ -449,6 +467,8 @@ OPENINGS = {  # by sentiment: the opening and its near-tie runner-up
     "positive": ("Glad to help!", "Happy to help, thanks for the kind words!"),
 }
 CLOSING = "Let me know if anything is unclear."
+CALLBACK_CLOSING = "If you'd rather talk it through, reply CALL and we'll ring you back."
+"""The closing when the template asks for "offering a call back" (the ``prompt: v2`` deployment)."""
 
 
 def _first_sentence(text: str) -> str:
@@ -475,7 +495,8 @@ def composer(req: SimRequest) -> Fields:
             body.append(f"{_first_sentence(dict(frags)[refs[0]])} [{refs[0]}]")
     body += [f"On your account: {facts}" for facts in account.values()]
     first, second = OPENINGS.get(sentiment, OPENINGS["neutral"])
-    reply = " ".join(body + [CLOSING])
+    closing = CALLBACK_CLOSING if "offering a call back" in req.system_text else CLOSING
+    reply = " ".join(body + [closing])
     return Fields(
         response={f"{first} {reply}": 1.0, f"{second} {reply}": 1.0 - RUNNER_UP},
         selected_refs=cited,
