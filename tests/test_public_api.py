@@ -98,3 +98,12 @@ def test_the_command_line_parser_loads_no_engine_module() -> None:
             "print(sorted(m for m in ('numpy', 'pydantic', 'yaml', 'openai', 'diskcache') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_divergence_attribution_is_public() -> None:
+    """``quiver diff`` and ``quiver compare`` as a library: the pair diff and its cause,
+    the corpus table, the comparison of two corpora."""
+    for name in ("diff_traces", "PairDiff", "FirstDivergence", "Evidence", "Cause", "first_divergence_table",
+                 "DivergenceTable", "compare_corpora", "Comparison"):
+        assert name in quiver.__all__, name
+        assert getattr(quiver, name) is not None
