@@ -346,8 +346,12 @@ def node(
         name: The node name (default: the function's name).
         kind: llm, retrieval, tool, transform, router or source.
         parents: Node names this node consumes, in addition to the parents inferred
-            from data flow (an argument equal to an earlier call's output, or to one of
-            its top-level fields).
+            from data flow: an argument equal to an earlier call's output, or to one of
+            its top-level fields. Scalars never count; a short string (under 16
+            characters, such as a label ``"billing"``) that is an argument, or a
+            top-level field or list element of one, counts only when the earlier calls
+            whose output is it or holds it (at any depth) are all calls of one node:
+            the latest of them is the parent; two nodes make it no evidence.
         ignore: Argument names left out of the input hash and of data-flow inference
             (clients, connections, callbacks).
         inputs: For the block form: the inputs to hash and to infer parents from.

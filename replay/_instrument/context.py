@@ -162,15 +162,51 @@ _MIN_PART_CHARS = 16
 
 
 def _identifying(value: Any, *, whole: bool) -> bool:
-    """Whether a value is specific enough to say where it came from.
+    """Whether a value is specific enough to say where it came from on its own.
 
     Scalars and empty containers never are. A field or list element that is a short
     string (a category label such as ``"account"``) is not either: it would link any
-    call that happens to take the same word. Declare such parents with ``parents=``.
+    call that happens to take the same word. Short strings count only by unique
+    provenance (:func:`_short_parts`, ``TraceBuilder._unique_producer``).
     """
     if isinstance(value, _TRIVIAL) or value in ("", [], {}):
         return False
     return whole or not isinstance(value, str) or len(value) >= _MIN_PART_CHARS
+
+
+def _is_short(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) < _MIN_PART_CHARS
+
+
+def _short_parts(value: Any, *, consumer: bool = False) -> list[str]:
+    """The short strings of a value that unique provenance can link.
+
+    Consumer side (one argument): the argument itself, and its top-level field values
+    or list elements. Producer side (an output): every short string in it, at any depth
+    of its objects and lists, so that a label a call passes on inside a structure (a
+    list of ids in a plan) makes the label ambiguous rather than credited to whichever
+    earlier call output it at the top. Scalars (numbers, booleans) never count, short
+    or not: ``True`` or ``1`` are the outputs of too many calls to say where a value
+    came from even once.
+    """
+    if consumer:
+        parts: list[Any] = [value]
+        if isinstance(value, dict):
+            parts += list(value.values())
+        if isinstance(value, list):
+            parts += value
+        return list(dict.fromkeys(p for p in parts if _is_short(p)))
+    found: dict[str, None] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+        elif _is_short(item):
+            found[item] = None
+    return list(found)
 
 
 class TraceBuilder:
@@ -205,6 +241,7 @@ class TraceBuilder:
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []
         self._by_output: dict[str, list[CallRecord]] = {}
+        self._by_short: dict[str, list[CallRecord]] = {}
         self._last_of_node: dict[str, CallRecord] = {}
         source = CallRecord(
             node=INPUT_NODE, kind="source", key=(-1,), call_path=f"{INPUT_NODE}#0",
@@ -263,6 +300,8 @@ class TraceBuilder:
         with self._lock:
             for h in _flow_hashes(record.output):
                 self._by_output.setdefault(h, []).append(record)
+            for part in _short_parts(record.output):  # the output itself included, at depth 0
+                self._by_short.setdefault(content_hash(part), []).append(record)
             last = self._last_of_node.get(record.node)
             if last is None or record.key > last.key:
                 self._last_of_node[record.node] = record
@@ -281,8 +320,25 @@ class TraceBuilder:
                     # identity step, or produced again by a later loop iteration, comes
                     # from the most recent call that output it
                     found.append(max(candidates, key=lambda r: r.key))
+            for part in [p for v in values for p in _short_parts(v, consumer=True)]:
+                producer = self._unique_producer(content_hash(part))
+                if producer is not None:
+                    found.append(producer)
         unique: dict[int, CallRecord] = {id(r): r for r in found}
         return sorted(unique.values(), key=lambda r: r.key)
+
+    def _unique_producer(self, h: str) -> CallRecord | None:
+        """The call a short string comes from, when its provenance is unique.
+
+        The earlier calls whose output is the string or holds it (at any depth) must
+        all be calls of one node (then the latest of them, as for other
+        values: a loop repeats a label); two nodes that both output it make it no
+        evidence at all. Called with the lock held.
+        """
+        candidates = self._by_output.get(h, []) + self._by_short.get(h, [])
+        if not candidates or len({r.node for r in candidates}) > 1:
+            return None
+        return max(candidates, key=lambda r: r.key)
 
     def finish(self, output: Any = None, error: BaseException | None = None) -> Trace:
         """Assign occurrences and call ids in program order and build the trace."""
