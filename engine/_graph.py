@@ -6,8 +6,10 @@ one registered with :func:`quiver.register_kernel`) and a role (routing = weight
 context = 1, observability = 0; no role = context). It comes from a YAML file (a
 public contract, :func:`load_graph`), from the pipeline's decorators
 (``quiver.replay.declared_graph``), or from the recorded traces (:func:`infer_graph`:
-edges from the recorded parents, types from the values). Whatever a YAML file leaves
-out is inferred from the traces and reported as inferred.
+edges from the recorded parents, types from the values, routing roles from the recorded
+decisions). Whatever a YAML file leaves out is inferred from the traces and reported as
+inferred: nodes it does not name, their fields, and the edges the recorded parents add
+to the ones it declares (``infer: false`` keeps the declared edges alone).
 
 YAML form::
 
@@ -19,7 +21,8 @@ YAML form::
           is_small_talk: {type: bool, role: routing}
       discovery:
         output: {type: set}          # a whole output of one type
-    edges: [[signal, planner], [discovery, planner]]
+    edges: [[signal, planner], [discovery, planner]]   # added to the recorded ones
+    infer: true                  # false: these edges only, none from the recorded parents
     loop: {body: [planner, executor], k_max: 5}   # optional
 """
 
@@ -32,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from quiver._canonical import canonical_json
 from quiver._errors import SpecError
 from quiver._trace import Trace
 
@@ -46,6 +50,7 @@ __all__ = [
     "infer_graph",
     "infer_field",
     "GraphInference",
+    "routing_fields",
 ]
 
 Role = Literal["routing", "context", "observability"]
@@ -135,6 +140,9 @@ class PipelineGraph(_Model):
     loop body) are kept here and left out of path products."""
     loop: LoopSpec | None = None
     """The controller loop, when there is one."""
+    infer: bool = True
+    """Whether the edges the traces' recorded parents show are added to ``edges`` (the
+    default); false: ``edges`` is the whole edge list."""
 
     @model_validator(mode="after")
     def _known_nodes(self) -> PipelineGraph:
@@ -203,7 +211,12 @@ class GraphInference(BaseModel):
     inferred_fields: dict[str, dict[str, str]] = Field(default_factory=dict)
     """node -> field -> inferred type, for every inferred field (``output`` = whole)."""
     inferred_edges: bool = False
-    """True when the edges came from the recorded parents."""
+    """True when some edges came from the recorded parents."""
+    inferred_edge_list: list[tuple[str, str]] = Field(default_factory=list)
+    """The edges that came from the recorded parents (not declared), in graph order."""
+    inferred_roles: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """node -> field -> role, for inferred fields whose role was inferred from the
+    recorded decisions (``routing``; the other inferred fields are context)."""
 
 
 def infer_field(values: Iterable[Any]) -> FieldSpec:
@@ -263,9 +276,11 @@ def infer_graph(traces: Iterable[Trace], base: PipelineGraph | None = None) -> t
     """Complete ``base`` (or build a graph) from recorded traces.
 
     Node specs the base leaves out are inferred from the values; fields a base node
-    declares are kept, fields it does not are inferred. Edges come from the base when
-    it has any, else from the recorded parents. A base node never seen in the traces is
-    an error (a misspelt name would silently analyse nothing).
+    declares are kept, fields it does not are inferred, with roles from
+    :func:`routing_fields` (context otherwise). The edges are the base's declared ones
+    followed by the recorded parents' edges it does not declare, unless the base says
+    ``infer: false``. A base node never seen in the traces is an error (a misspelt
+    name would silently analyse nothing).
     """
     traces = list(traces)
     outputs, edges, order = _node_values(traces)
@@ -277,7 +292,7 @@ def infer_graph(traces: Iterable[Trace], base: PipelineGraph | None = None) -> t
             f"node(s) {', '.join(missing)} of the graph never ran in the traces; recorded nodes: "
             f"{', '.join(sorted(outputs)) or 'none'}",
         )
-    report = GraphInference(inferred_edges=not base.edges)
+    report = GraphInference()
     nodes: dict[str, NodeSpec] = {}
     for name in order:
         declared = base.nodes.get(name)
@@ -293,6 +308,95 @@ def infer_graph(traces: Iterable[Trace], base: PipelineGraph | None = None) -> t
                 report.inferred_fields[name] = {k: v.type for k, v in extra.items()}
         else:
             nodes[name] = declared
-    edge_list = list(base.edges) if base.edges else sorted(edges, key=lambda e: (order.index(e[0]), order.index(e[1])))
-    graph = PipelineGraph(nodes=nodes, edges=edge_list, loop=base.loop)
+    routing = routing_fields(traces, nodes)
+    for name, fields in report.inferred_fields.items():
+        chosen = [f for f in fields if f in routing.get(name, set())]
+        if chosen:
+            nodes[name] = _with_role(nodes[name], chosen, "routing")
+            report.inferred_roles[name] = {f: "routing" for f in chosen}
+    recorded = sorted(edges, key=lambda e: (order.index(e[0]), order.index(e[1])))
+    added = [e for e in recorded if e not in set(base.edges)] if base.infer else []
+    report.inferred_edge_list = added
+    report.inferred_edges = bool(added)
+    graph = PipelineGraph(nodes=nodes, edges=[*base.edges, *added], loop=base.loop, infer=base.infer)
     return graph, report
+
+
+def _with_role(spec: NodeSpec, names: list[str], role: Role) -> NodeSpec:
+    if spec.fields is not None:
+        return NodeSpec(fields={k: v.model_copy(update={"role": role}) if k in names else v
+                                for k, v in spec.fields.items()})
+    assert spec.output is not None  # an inferred node has fields or a whole output
+    return NodeSpec(output=spec.output.model_copy(update={"role": role}))
+
+
+# --------------------------------------------------------------------------- routing roles
+
+_DISCRETE = ("categorical", "bool")
+
+
+def routing_fields(traces: Iterable[Trace], nodes: Mapping[str, NodeSpec]) -> dict[str, set[str]]:
+    """The fields the recorded decisions show to be routing fields (QUIVER.md §2).
+
+    * Every field of a ``router`` node (a node with a call of kind ``router``): its
+      output is the routing logic's.
+    * A categorical or bool field f of a node P is routing when the decisions of a gate
+      g taken by a node R depend on it: P is R itself or a recorded parent of R's call,
+      and two calls of R anywhere in the traces took different arms of g while their P
+      outputs differed in f and agreed on every other categorical and bool field of P
+      (the arm changed when f changed, nothing else of P's discrete fields did). A field
+      whose value alone picks the arm meets this as soon as two of its values occur;
+      fields that pick it only together (``urgent and negative``) meet it when the corpus
+      holds two calls one field apart on either side of the boundary.
+
+    Text, numeric, list and json fields are never judged routing from data: a decision
+    that depends on them cannot be told from one that merely correlates with them.
+    A whole output counts as one field named ``output``. Returns node -> field names.
+    """
+    out: dict[str, set[str]] = defaultdict(set)
+    discrete = {name: _discrete_fields(spec) for name, spec in nodes.items()}
+    seen: dict[tuple[str, str, str], set[tuple[tuple[str, ...], str]]] = defaultdict(set)
+    for trace in traces:
+        by_id = {c.call_id: c for c in trace.calls}
+        for call in trace.calls:
+            if call.kind == "router" and call.node in nodes:
+                out[call.node].update(_field_names(nodes[call.node]))
+            sources = [call, *(by_id[p] for p in call.parents if p in by_id)]
+            for gate, arm in call.decision.items():
+                for src in sources:
+                    if discrete.get(src.node):
+                        values = _discrete_values(src.output, discrete[src.node])
+                        seen[(gate, call.node, src.node)].add((values, canonical_json(arm)))
+    for (_, _, source), observed in seen.items():
+        for i, name in enumerate(discrete[source]):
+            if _arm_follows(observed, i):
+                out[source].add(name)
+    return dict(out)
+
+
+def _field_names(spec: NodeSpec) -> list[str]:
+    return list(spec.fields) if spec.fields is not None else ["output"]
+
+
+def _discrete_fields(spec: NodeSpec) -> list[str]:
+    if spec.fields is not None:
+        return [k for k, f in spec.fields.items() if f.type in _DISCRETE]
+    return ["output"] if spec.output is not None and spec.output.type in _DISCRETE else []
+
+
+def _discrete_values(output: Any, names: list[str]) -> tuple[str, ...]:
+    if names == ["output"] and not isinstance(output, Mapping):
+        return (canonical_json(output),)
+    row = output if isinstance(output, Mapping) else {}
+    return tuple(canonical_json(row.get(k)) for k in names)
+
+
+def _arm_follows(observed: set[tuple[tuple[str, ...], str]], i: int) -> bool:
+    """Two observations that differ in value i and in the arm, and agree elsewhere."""
+    by_rest: dict[tuple[str, ...], set[tuple[str, str]]] = defaultdict(set)
+    for values, arm in observed:
+        by_rest[values[:i] + values[i + 1:]].add((values[i], arm))
+    return any(
+        a[0] != b[0] and a[1] != b[1]
+        for group in by_rest.values() for a in group for b in group
+    )

@@ -19,17 +19,34 @@ Choices QUIVER.md leaves open, made here:
   feedback included (a previous iteration's output is an input too). A parent whose
   distance is NaN in a pair (it ran in neither trace) counts as clean there. A node
   without parents is judged on all its pairs (its parents are vacuously clean).
+* A node's own drift is read only from pairs where it ran in both traces. Where it ran
+  in one only, its distance is 1 by the §6 convention, but its absence is the
+  consequence of another node's decision (a gate upstream), not a change of its own
+  output: such pairs count for the noise floor and the drift rate, never as evidence
+  that the node originates noise or decides a path.
+* A node that is deterministic given its inputs is never an origin
+  (:func:`deterministic_nodes`): every two of its calls with the same input hash, and at
+  least two exist, gave the same output. Its drift came in through its inputs,
+  recorded parents or not, so it is a propagator.
+* A bifurcation source is a node whose own output decides the path: beta_shape, the
+  smallest distance of the node over pairs that diverged in shape and where it ran in
+  both traces, exceeds eps. A node that runs in some traces only is no source by being
+  absent; the node that decided it should not run is.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from quiver._graph import PipelineGraph
+from quiver._canonical import canonical_json
+from quiver._graph import NodeSpec, PipelineGraph
 from quiver._stats import Estimate, GroupBootstrap, PairTable, percentile_interval
+from quiver._trace import Trace
 
 from .sensitivity import DEFAULT_EPSILON, column
 
@@ -41,6 +58,8 @@ __all__ = [
     "NoiseVerdict",
     "NoiseOrigin",
     "noise_origin",
+    "deterministic_nodes",
+    "ran_in_both",
     "group_minimum"
 ]
 
@@ -112,8 +131,8 @@ class Thresholds:
     Attributes:
         node: v_i.
         epsilon: The threshold of ``bifurcation_source``.
-        beta_shape: min d_i over pairs with D_shape > 0 (d_i defined); n = those
-            pairs; value None when there are none.
+        beta_shape: min d_i over pairs with D_shape > 0 where v_i ran in both traces;
+            n = those pairs; value None when there are none.
         beta_iter: Likewise with D_iter > 0.
         bifurcation_source: beta_shape > eps (§7 [engine]): structural divergence
             never happens unless this node drifted.
@@ -152,14 +171,16 @@ def bifurcation_thresholds(table: PairTable, node: str, boot: GroupBootstrap,
                            epsilon: float = DEFAULT_EPSILON) -> Thresholds:
     """Observational beta_shape and beta_iter of ``node`` (QUIVER.md §7; Def. 10, A.8, B.3).
 
-    beta_shape = min d_i over same-input pairs with D_shape > 0 (d_i defined): 0 when
-    such a pair has d_i = 0, i.e. structural divergence happens without this node
-    drifting. beta_iter likewise with D_iter > 0. The node is a bifurcation source
-    when beta_shape > eps (§7 [engine]). The interval is the bootstrap of the minimum
-    (one-sided by construction; see the module docstring).
+    beta_shape = min d_i over same-input pairs with D_shape > 0 where the node ran in
+    both traces: 0 when such a pair has d_i = 0, i.e. structural divergence happens
+    without this node drifting. beta_iter likewise with D_iter > 0. The node is a
+    bifurcation source when beta_shape > eps (§7 [engine]): its own output decides the
+    path (pairs where it ran in one trace only say nothing of its output; see the
+    module docstring). The interval is the bootstrap of the minimum (one-sided by
+    construction).
     """
     d = column(table, node)
-    defined = np.isfinite(d)
+    defined = np.isfinite(d) & ran_in_both(table, node)
     beta_shape = group_minimum(d, defined & np.asarray(table.d_shape, dtype=bool), boot)
     beta_iter = group_minimum(d, defined & (np.asarray(table.d_iter) > 0), boot)
     source = beta_shape.value is not None and beta_shape.value > epsilon
@@ -186,8 +207,9 @@ class NoiseOrigin:
         clean_parent_drift_rate: P(d_i > eps | every parent clean): intrinsic drift.
         n_pairs: Pairs with d_i defined.
         n_drift: Of those, pairs with d_i > eps.
-        n_clean_parents: Pairs with d_i defined and every parent clean.
+        n_clean_parents: Pairs where v_i ran in both traces and every parent is clean.
         n_clean_parents_drift: Of those, pairs with d_i > eps.
+        deterministic: The node gave one output per input hash (never an origin).
     """
 
     node: str
@@ -201,6 +223,7 @@ class NoiseOrigin:
     n_drift: int
     n_clean_parents: int
     n_clean_parents_drift: int
+    deterministic: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Flat JSON."""
@@ -209,40 +232,80 @@ class NoiseOrigin:
             **self.noise_floor.as_dict("d_noise"), **self.drift_rate.as_dict("drift_rate"),
             **self.clean_parent_drift_rate.as_dict("clean_parent_drift_rate"),
             "n_pairs": self.n_pairs, "n_drift": self.n_drift, "n_clean_parents": self.n_clean_parents,
-            "n_clean_parents_drift": self.n_clean_parents_drift,
+            "n_clean_parents_drift": self.n_clean_parents_drift, "deterministic": self.deterministic,
         }
 
 
-def _verdict(n_drift: int, n_clean: int, n_clean_drift: int) -> NoiseVerdict:
+def _verdict(n_drift: int, n_clean: int, n_clean_drift: int, deterministic: bool) -> NoiseVerdict:
     if n_drift == 0:
         return "stable"
-    if n_clean_drift > 0:
+    if n_clean_drift > 0 and not deterministic:
         return "origin"
-    return "propagator" if n_clean > 0 else "indeterminate"
+    return "propagator" if n_clean > 0 or deterministic else "indeterminate"
+
+
+def ran_in_both(table: PairTable, node: str) -> np.ndarray:
+    """(P,) bool: the node ran at least once in each trace of the pair."""
+    counts = table.counts[:, table.nodes.index(node), :]
+    return np.asarray((counts > 0).all(axis=1), dtype=bool)
 
 
 def noise_origin(table: PairTable, graph: PipelineGraph, node: str, boot: GroupBootstrap,
-                 epsilon: float = DEFAULT_EPSILON) -> NoiseOrigin:
+                 epsilon: float = DEFAULT_EPSILON, *, deterministic: bool = False) -> NoiseOrigin:
     """The noise floor D_noise(v_i) and whether v_i originates or propagates drift.
 
     QUIVER.md §8 (A.9, B.2, B.4): D_noise = E[d_i] over same-input pairs. Verdicts, in
-    order: ``stable`` (d_i never > eps), ``origin`` (d_i > eps in a pair where every
-    parent has d <= eps or NaN; a node without parents that drifts is an origin),
-    ``propagator`` (all-clean-parent pairs exist and d_i <= eps in every one), else
-    ``indeterminate`` (always upstream-dirty: read ``drift_rate``). The counts behind
-    the verdict are reported.
+    order: ``stable`` (d_i never > eps), ``origin`` (d_i > eps in a pair where the node
+    ran in both traces and every parent has d <= eps or NaN; a node without parents
+    that drifts is an origin; a ``deterministic`` node never is), ``propagator``
+    (all-clean-parent pairs exist and d_i <= eps in every one, or the node is
+    deterministic), else ``indeterminate`` (always upstream-dirty: read
+    ``drift_rate``). The clean-parent counts are over pairs where the node ran in both
+    traces (see the module docstring); the counts behind the verdict are reported.
     """
     d = column(table, node)
     parents = tuple(graph.parents(node))
     defined = np.isfinite(d)
-    clean = defined.copy()
+    clean = defined & ran_in_both(table, node)
     for p in parents:
         clean &= ~(np.nan_to_num(column(table, p), nan=0.0) > epsilon)
     drift = defined & (np.nan_to_num(d, nan=0.0) > epsilon)
     n_drift, n_clean, n_clean_drift = int(drift.sum()), int(clean.sum()), int((drift & clean).sum())
     return NoiseOrigin(
-        node=node, parents=parents, epsilon=epsilon, verdict=_verdict(n_drift, n_clean, n_clean_drift),
+        node=node, parents=parents, epsilon=epsilon, verdict=_verdict(n_drift, n_clean, n_clean_drift, deterministic),
         noise_floor=boot.mean(d, defined), drift_rate=boot.rate(drift, defined),
         clean_parent_drift_rate=boot.rate(drift, clean), n_pairs=int(defined.sum()),
         n_drift=n_drift, n_clean_parents=n_clean, n_clean_parents_drift=n_clean_drift,
+        deterministic=deterministic,
     )
+
+
+def deterministic_nodes(traces: Iterable[Trace], graph: PipelineGraph) -> set[str]:
+    """Nodes whose output is a function of their inputs in the recorded traces.
+
+    A node is deterministic when at least two of its calls (anywhere in the traces)
+    have the same input hash and every such group of calls gave one output, compared
+    on the fields that weigh something (observability fields, weight 0, are left out,
+    as the node distance leaves them out). Calls without an input hash (the trace's
+    input) or with an error are not evidence either way. d = 0 whenever the input
+    hashes agree, and some pair of calls shows it.
+    """
+    outputs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for trace in traces:
+        for call in trace.calls:
+            if call.input_hash is None or call.error is not None or call.node not in graph.nodes:
+                continue
+            outputs[call.node][call.input_hash].add(_weighed(call.output, graph.nodes[call.node]))
+            calls[call.node][call.input_hash] += 1
+    return {
+        node for node, by_hash in outputs.items()
+        if any(n >= 2 for n in calls[node].values()) and all(len(v) == 1 for v in by_hash.values())
+    }
+
+
+def _weighed(output: Any, spec: NodeSpec) -> str:
+    """The output's canonical JSON without its zero-weight fields."""
+    if spec.fields is not None and isinstance(output, dict):
+        output = {k: v for k, v in output.items() if k not in spec.fields or spec.fields[k].effective_weight > 0}
+    return canonical_json(output)

@@ -23,7 +23,7 @@ from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, GroupBootstrap, PairT
 from quiver._trace import Trace, iter_traces
 
 from .budgets import drift_budget, impact_set
-from .divergence import bifurcation_thresholds, divergence_rates, noise_origin
+from .divergence import bifurcation_thresholds, deterministic_nodes, divergence_rates, noise_origin
 from .faithfulness import GoldenLine, faithfulness, golden_texts, load_golden
 from .sensitivity import (
     EdgeSensitivity,
@@ -135,7 +135,8 @@ def analyze(
         raise QuiverError("no traces to analyse: the input holds no trace; record a corpus with `quiver record`")
     base = load_graph(Path(graph)) if isinstance(graph, (str, os.PathLike)) else graph
     groups, failed = group_traces(corpus)
-    full, inference = infer_graph([t for ts in groups.values() for t in ts], base)
+    ok = [t for ts in groups.values() for t in ts]
+    full, inference = infer_graph(ok, base)
     golden_lines = load_golden(golden) if isinstance(golden, (str, os.PathLike)) else list(golden or [])
     store = EmbeddingStore(make_embedder(embedder), Path(cache_dir) if cache_dir is not None else default_cache_dir())
     try:
@@ -151,7 +152,7 @@ def analyze(
         store.close()
     if progress:
         progress("estimates", 0, 1)
-    data, edges = _estimates(table, full, epsilon, alphas, resamples, seed)
+    data, edges = _estimates(table, full, epsilon, alphas, resamples, seed, deterministic_nodes(ok, full))
     if progress:
         progress("estimates", 1, 1)
     data = {
@@ -166,21 +167,25 @@ def analyze(
 
 
 def _graph_json(graph: PipelineGraph, inference: GraphInference) -> dict[str, Any]:
+    """The completed graph; ``inferred`` says what came from the traces (nodes, fields,
+    roles, and each inferred edge, for the report to draw dashed)."""
     out = graph.model_dump(mode="json", exclude_none=True)
     out["edges"] = [list(e) for e in graph.edges]
     out["inferred"] = inference.model_dump(mode="json")
+    out["inferred"]["inferred_edge_list"] = [list(e) for e in inference.inferred_edge_list]
     return out
 
 
 def _estimates(
-    table: PairTable, graph: PipelineGraph, epsilon: float, alphas: Sequence[float], resamples: int, seed: int
+    table: PairTable, graph: PipelineGraph, epsilon: float, alphas: Sequence[float], resamples: int, seed: int,
+    deterministic: set[str],
 ) -> tuple[dict[str, Any], dict[tuple[str, str], EdgeSensitivity]]:
     boot = GroupBootstrap(table.group, len(table.groups), resamples=resamples, seed=seed)
     nodes = list(table.nodes)
     edge_list = [(a, b) for a, b in graph.edges if a != b and a in nodes and b in nodes]
     edges = {(a, b): edge_sensitivity(table, a, b, boot, epsilon) for a, b in edge_list}
     sigmas = {e: r.sigma.value for e, r in edges.items()}
-    noise = {n: noise_origin(table, graph, n, boot, epsilon) for n in nodes}
+    noise = {n: noise_origin(table, graph, n, boot, epsilon, deterministic=n in deterministic) for n in nodes}
     betas = {n: bifurcation_thresholds(table, n, boot, epsilon) for n in nodes}
     paths = path_products(graph, sigmas)
     critical = critical_path(paths)

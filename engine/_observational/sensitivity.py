@@ -424,10 +424,16 @@ class PathProducts(list[PathProduct]):
                 "truncated": self.truncated, "limit": self.limit}
 
 
+INPUT_NODE = "input"
+"""The trace's inputs (the source call ``c0``): the same in both traces of every
+same-input pair, so its distance is always 0 and no path product can start there."""
+
+
 def _dag(graph: PipelineGraph) -> dict[str, list[str]]:
-    children: dict[str, list[str]] = {n: [] for n in graph.topological_order()}
+    children: dict[str, list[str]] = {n: [] for n in graph.topological_order() if n != INPUT_NODE}
     for a, b in graph.dag_edges():
-        children[a].append(b)
+        if INPUT_NODE not in (a, b):
+            children[a].append(b)
     return children
 
 
@@ -436,7 +442,9 @@ def path_products(graph: PipelineGraph, sigmas: Sigmas, *, limit: int = MAX_PATH
 
     Paths run over ``graph.dag_edges()`` (loop feedback left out, §13) from each node
     without an incoming DAG edge to each node without an outgoing one; isolated nodes
-    give no path. An edge whose sigma is None or missing from ``sigmas`` makes the
+    give no path. The trace's ``input`` node and its edges are left out: it never
+    differs within a same-input pair, so every product through it would be undefined
+    (paths start at the nodes it feeds). An edge whose sigma is None or missing from ``sigmas`` makes the
     path's product undefined. At most ``limit`` paths are listed (``truncated`` says
     when there were more).
     """
@@ -524,10 +532,12 @@ def reach(graph: PipelineGraph, source: str, sigmas: Sigmas) -> _Reach:
     product to a node extends the best product to one of its parents)."""
     children = _dag(graph)
     order = list(children)
-    n_paths = {n: 0 for n in order}
-    n_defined = {n: 0 for n in order}
+    n_paths = {n: 0 for n in graph.topological_order()}
+    n_defined = dict(n_paths)
     best: dict[str, tuple[float, tuple[str, ...]]] = {source: (1.0, (source,))}
     n_paths[source] = n_defined[source] = 1
+    if source not in children:  # the trace's input: no path starts there
+        return _Reach(n_paths, n_defined, best)
     for node in order[order.index(source):]:
         for kid in children[node]:
             n_paths[kid] += n_paths[node]
@@ -552,7 +562,7 @@ def transitive_sensitivity(table: PairTable, graph: PipelineGraph, sigmas: Sigma
     difference. Pairs are listed in topological order of i, then j.
     """
     adjacent = set(graph.dag_edges())
-    order = graph.topological_order()
+    order = list(_dag(graph))  # the topological order without the trace's input (see path_products)
     out: list[Transitive] = []
     for i in order:
         r = reach(graph, i, sigmas)

@@ -134,7 +134,10 @@ def gated(m: int, u: str) -> Any:
 def test_a_gate_gives_beta_shape_at_the_smallest_distance_above_its_boundary() -> None:
     # one pair per group: a baseline (m = 0) and a repeat with m of 10 fields changed
     states = {f"g{j}": [{"m": 0, "u": "x"}, {"m": j % 11, "u": "x" if j % 3 else "y"}] for j in range(44)}
-    profile = analyse(run_synthetic(gated, states))
+    # the fields declared with one role: left to inference, f3 (the one whose flip alone
+    # crosses the boundary) would be a routing field and weigh 2
+    uniform = quiver.PipelineGraph(nodes={"A": {"fields": {f"f{i}": {"type": "bool"} for i in range(FIELDS)}}})
+    profile = analyse(run_synthetic(gated, states), graph=uniform)
     a = profile.node("A")
     assert a["beta_shape"] == 0.4  # 4 of 10 fields: the smallest observed distance above 0.35
     assert a["bifurcation_source"] is True
@@ -184,7 +187,7 @@ def test_a_loop_with_a_data_dependent_count_gives_the_known_d_iter_rate() -> Non
 # --------------------------------------------------------------------------- origins
 
 
-@quiver.node("noisy")
+@quiver.node("noisy", ignore=["label"])  # the label stands for sampling noise, which is not an input
 def noisy(label: str) -> dict[str, str]:
     return {"label": label}  # intrinsic noise: differs across repeats of one input
 
