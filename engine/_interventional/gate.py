@@ -9,8 +9,9 @@ themselves are run by :mod:`quiver.experiments._gate`.
    the change moved, e.g. only an observability field, whose role weight is 0); the
    D_shape and D_iter > 0 indicators; the distance of every downstream node. Per arm
    the mean (rate) over probes with the 95% interval of a
-   bootstrap over probe inputs; and candidate minus current, paired replay by replay
-   (same probe, same repeat), with the same resamples.
+   bootstrap over probe inputs; and candidate minus current, the difference of the
+   means over the same resamples (paired replay by replay when both arms measured every
+   slot; a node only some replays reach is measured in different slots by each arm).
 5. **Verdict** ``fail`` when
    * d_i (the candidate arm's mean) exceeds the changed node's beta_shape: the
      interventional ``value`` of the last campaign (the smallest over that node's
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from quiver._graph import PipelineGraph
-from quiver._stats import Estimate, GroupBootstrap, fmt
+from quiver._stats import Estimate, GroupBootstrap, fmt, percentile_interval
 from quiver._trace import Trace
 
 from .estimates import downstream_nodes
@@ -97,13 +98,26 @@ def _above(e: Estimate, margin: float = 0.0) -> bool:
     return e.value is not None and e.ci is not None and e.ci[0] > margin + 1e-12
 
 
+def _difference(cand: Estimate, curr: Estimate) -> Estimate:
+    """``cand`` - ``curr``: the difference of the two means, its interval from the
+    differences of their draws over the same resamples of probe inputs; n is the smaller
+    arm's. With every slot measured in both arms this is the mean of the paired
+    differences, replay by replay. A node only some replays reach (NaN in the other
+    slots) is not measured in the same slots by both arms: a difference over the slots
+    both measured would leave out exactly the replays where the candidate took another
+    path (means of 0.438 and 0.182 with a difference of +0.000 [+0.000, +0.000])."""
+    if cand.value is None or curr.value is None or cand.draws is None or curr.draws is None:
+        return Estimate.empty()
+    return Estimate(cand.value - curr.value, percentile_interval(cand.draws - curr.draws), min(cand.n, curr.n),
+                    cand.draws - curr.draws)
+
+
 def _compare(boot: GroupBootstrap, cand: np.ndarray, curr: np.ndarray, margin: float = 0.0) -> dict[str, Any]:
-    """Per arm the mean, and candidate - current paired slot by slot (NaN slots left out);
+    """Per arm the mean (NaN slots left out), and candidate - current (:func:`_difference`);
     ``rises`` when the difference's interval lies above ``margin``."""
-    both = np.isfinite(cand) & np.isfinite(curr)
-    diff = boot.mean(np.where(both, cand - curr, 0.0), both)
-    return {"candidate": _est(boot.mean(cand, np.isfinite(cand))), "current": _est(boot.mean(curr, np.isfinite(curr))),
-            "difference": _est(diff), "rises": _above(diff, margin)}
+    c, k = boot.mean(cand, np.isfinite(cand)), boot.mean(curr, np.isfinite(curr))
+    diff = _difference(c, k)
+    return {"candidate": _est(c), "current": _est(k), "difference": _est(diff), "rises": _above(diff, margin)}
 
 
 def _beta(node: str, profile: GateProfile) -> dict[str, Any]:

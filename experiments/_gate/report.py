@@ -30,7 +30,8 @@ def gate_markdown(data: Mapping[str, Any]) -> str:
         lines += [f"### `{c['template']}` at node `{c['node']}`: {c['verdict'].upper()}", "",
                   f"Candidate `{c['path']}`; {c['probes']} probes over {c['inputs']} inputs, "
                   f"{c['pairs']['candidate']} replays per arm. Means with 95% intervals (bootstrap over "
-                  "probe inputs); the difference is paired replay by replay.", "",
+                  "probe inputs); the difference is that of the means over the same resamples (replay by replay "
+                  "where both arms measured the node in every replay).", "",
                   "| measure | candidate | current template | candidate - current |",
                   "| --- | ---: | ---: | ---: |"]
         table = [(f"d_i ({c['node']})", c["d_i"])]
