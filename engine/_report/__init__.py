@@ -3,12 +3,16 @@
 * ``markdown``: the observational report and the number formatting every report shares;
 * ``interventional``: the campaign report;
 * ``plots``: ratio distributions, the sigma matrix and the graph;
-* ``profile``: an observational profile written out (json, report, plots).
+* ``profile``: an observational profile written out (json, report, plots);
+* ``html``, ``pages``, ``svg``, ``summary``: ``report.html``, one self-contained page
+  per campaign, analysis or gate folder, and the summary rows it shares with the
+  Markdown.
 """
 
 from __future__ import annotations
 
-from .interventional import interventional_report
+from .html import HTML_FILE, detect, read_json, write_html
+from .interventional import campaign_markdown, interventional_report
 from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
 from .plots import CLASS_COLORS, PLOT_FILES, write_plots
 from .profile import write_profile
@@ -22,6 +26,11 @@ __all__ = [
     "fmt_est",
     "graph_nodes",
     "interventional_report",
+    "campaign_markdown",
+    "write_html",
+    "detect",
+    "read_json",
+    "HTML_FILE",
     "write_plots",
     "PLOT_FILES",
     "CLASS_COLORS",

@@ -15,12 +15,14 @@ text; an undefined value is ``—``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from quiver._stats import DASH, Estimate, fmt_n, rounded
 
 from .markdown import ARROW, _table, fmt, fmt_est
+from .summary import SummaryRow, control_replay_count, summary_rows
 
 if TYPE_CHECKING:
     from quiver._interventional import (
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
         Threshold,
     )
 
-__all__ = ["interventional_report", "fmt", "fmt_est"]
+__all__ = ["interventional_report", "campaign_markdown", "fmt", "fmt_est"]
 
 _RATES = (
     ("d_iter", "D_iter > 0"),
@@ -70,10 +72,12 @@ def _cells(e: Estimate | None) -> list[str]:
 
 
 def _header(c: CampaignEstimates) -> list[str]:
+    perturbed = sum(p.counts.pairs for p in c.perturbations)
     return [
         "# QUIVER interventional report", "",
-        f"**Campaign:** {len(c.perturbations)} perturbation(s), {fmt_n(c.pairs)} pair rows; observational "
-        f"baseline of {fmt_n(c.observational.n)} same-input pairs.",
+        f"**Campaign:** {len(c.perturbations)} perturbation(s), {fmt_n(perturbed)} perturbed pairs and "
+        f"{fmt_n(control_replay_count(c))} control replays counted apart ({fmt_n(c.pairs)} pair rows in all); "
+        f"observational baseline of {fmt_n(c.observational.n)} same-input pairs.",
         f"**Settings:** epsilon = {fmt(c.epsilon)}; 95% intervals from {fmt_n(c.resamples)} "
         f"bootstrap resamples of input groups (seed {fmt_n(c.seed)}); negative controls with "
         f"{fmt_n(c.permutations)} permutations at alpha = {fmt(c.alpha)} after Holm correction.",
@@ -83,6 +87,36 @@ def _header(c: CampaignEstimates) -> list[str]:
         "no-op pairs must look like the observational noise (the negative control).",
         "",
     ]
+
+
+def _excess_cell(r: SummaryRow) -> str:
+    e = r.excess
+    if e.value is None:
+        return DASH
+    return fmt(e.value, signed=True) + (f" [{fmt(e.lo, signed=True)}, {fmt(e.hi, signed=True)}]"
+                                        if e.lo is not None and e.hi is not None else "")
+
+
+def _failed_cell(r: SummaryRow) -> str:
+    reasons = "; ".join(f"{k}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
+    return fmt_n(r.failures.count) + (f" ({reasons})" if reasons and r.failures.count else "")
+
+
+def _glance(c: CampaignEstimates, raw: Mapping[str, Any] | None = None) -> list[str]:
+    rows = summary_rows(c, raw)
+    if not rows:
+        return []
+    table = [[f"`{r.id}`", r.node, r.op, f"{fmt_n(r.pairs)} ({fmt_n(r.effective)} / {fmt_n(r.noop)} / "
+              f"{fmt_n(r.failed)})", _excess_cell(r),
+              DASH if r.beta_value is None else ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value),
+              r.verdict, _failed_cell(r)] for r in rows]
+    headers = ["perturbation", "node", "op", "pairs (effective / no-op / failed)",
+               "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
+    return ["## At a glance", "",
+            "*How to read this:* the excess is the effective stratum's D_shape rate minus that of the "
+            "perturbation's control replays, with a 95% interval combined from the two rates' intervals (MOVER); "
+            "beta_shape is the smallest change of the target that switched the path (≤: an upper bound). The "
+            "plots are in `report.html`.", ""] + _table(headers, table, "lllrrrll") + [""]
 
 
 def _counts(p: PerturbationEstimates) -> str:
@@ -256,15 +290,17 @@ def _negative_controls(c: CampaignEstimates) -> list[str]:
     return lines
 
 
-_SECTIONS = (_header, _perturbations, _cascades, _validation, _betas, _negative_controls)
+_SECTIONS = (_perturbations, _cascades, _validation, _betas, _negative_controls)
 
 
 def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> str:
-    """The Markdown report of :func:`~quiver._interventional.campaign_estimates`' result.
+    """The Markdown report of :func:`~quiver._interventional.campaign_estimates`' result:
+    the header, one summary row per perturbation (:mod:`.summary`), then the tables.
 
     Args:
         campaign: The campaign estimates, or ``campaign.json`` read back (read with
-            ``CampaignEstimates.from_json``).
+            ``CampaignEstimates.from_json``; what the typed estimates do not carry, such
+            as each perturbation's ``failures``, is read from it).
 
     Returns:
         The report text, ending with a newline.
@@ -272,13 +308,27 @@ def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> st
     Raises:
         CampaignFormatError: ``campaign`` is a mapping that is not a ``campaign.json``.
     """
+    raw: Mapping[str, Any] | None = None
     if isinstance(campaign, Mapping):
         from quiver._interventional import CampaignEstimates
 
+        raw = campaign
         campaign = CampaignEstimates.from_json(campaign)
-    lines: list[str] = []
+    lines = _header(campaign) + _glance(campaign, raw)
     for section in _SECTIONS:
         lines += section(campaign)
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
+
+
+_IMAGE = re.compile(r"(!\[[^\]]*\]\()([^)/][^)]*)(\))")
+
+
+def campaign_markdown(campaign: CampaignEstimates | Mapping[str, Any], observational: str,
+                      folder: str = "observational") -> str:
+    """A campaign's ``report.md``: :func:`interventional_report`, then the observational
+    report (``observational``, the text of ``FOLDER/report.md``) with its image links
+    made relative to the campaign's folder (``ratios.png`` -> ``observational/ratios.png``)."""
+    relinked = _IMAGE.sub(lambda m: f"{m.group(1)}{folder}/{m.group(2)}{m.group(3)}", observational)
+    return interventional_report(campaign) + "\n\n---\n\n" + relinked

@@ -1,4 +1,5 @@
-"""An observational profile written out: ``profile.json``, ``report.md`` and the plots."""
+"""An observational profile written out: ``profile.json``, ``report.md``, the plots and
+``report.html``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ __all__ = ["write_profile"]
 
 
 def write_profile(profile: Profile, out: Path, *, plots: bool = True) -> list[Path]:
-    """Write profile.json, report.md and (when matplotlib is there) the plots into ``out``.
+    """Write profile.json, report.md, (when matplotlib is there) the plots, and report.html
+    into ``out``.
 
     Returns:
         The files written, ``profile.json`` first.
@@ -31,4 +33,7 @@ def write_profile(profile: Profile, out: Path, *, plots: bool = True) -> list[Pa
         except ImportError as exc:  # matplotlib is optional
             print(f"analyze: no plots: {exc}", file=sys.stderr)
     report = write_report(profile.to_json(), out, images=[p.name for p in images])
-    return [profile_path, report, *images]
+    from .html import write_html
+
+    page = write_html(out, "analysis")
+    return [profile_path, report, *images, page]

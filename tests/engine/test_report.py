@@ -374,3 +374,65 @@ def test_write_plots_without_matplotlib_says_how_to_install_it(tmp_path: Path,
 def test_importing_the_report_modules_does_not_import_matplotlib() -> None:
     code = "import sys, quiver._report, quiver._report; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- report.html
+
+
+def test_the_excess_interval_combines_the_two_rates_intervals() -> None:
+    """MOVER (Zou and Donner 2008): 0.5 [0.4, 0.6] minus 0.1 [0.05, 0.2] is 0.4 with
+    0.4 - sqrt(0.1^2 + 0.1^2) and 0.4 + sqrt(0.1^2 + 0.05^2) as its ends."""
+    from quiver._report.summary import excess
+    from quiver._stats import Estimate
+
+    e = excess(Estimate(0.5, (0.4, 0.6), 100), Estimate(0.1, (0.05, 0.2), 80))
+    assert e.value == pytest.approx(0.4)
+    assert e.lo == pytest.approx(0.4 - (0.1**2 + 0.1**2) ** 0.5)
+    assert e.hi == pytest.approx(0.4 + (0.1**2 + 0.05**2) ** 0.5)
+    assert excess(Estimate(0.5, (0.4, 0.6), 100), None).value is None
+    assert excess(Estimate.empty(), Estimate(0.1, (0.05, 0.2), 80)).value is None
+
+
+def _page(tmp_path: Path, profile: dict[str, Any]) -> str:
+    import json
+
+    from quiver._report import write_html
+
+    (tmp_path / "profile.json").write_text(json.dumps(profile))
+    return write_html(tmp_path).read_text()
+
+
+def test_the_analysis_page_is_one_self_contained_file(tmp_path: Path) -> None:
+    import re
+
+    text = _page(tmp_path, realistic_profile())
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text)
+    assert all(r.startswith(("data:", "#", "url(#")) for r in refs), refs
+    assert "<script" not in text and "<link" not in text and "@import" not in text
+    for plot in ('data-plot="graph"', 'data-plot="sigma_matrix"'):
+        assert plot in text
+    assert text.count("<details>") >= 8  # every section of report.md folded
+    assert 'id="rates"' in text and 'id="amplifiers"' in text and 'id="sources"' in text
+
+
+def test_the_graph_marks_amplifiers_sources_and_each_inferred_edge(tmp_path: Path) -> None:
+    profile = realistic_profile()
+    nodes = graph_nodes(profile)
+    first = profile["graph"]["edges"][0]
+    profile["graph"]["inferred"] = {"inferred_nodes": [nodes[-1]], "inferred_fields": {}, "inferred_edges": True,
+                                    "inferred_edge_list": [first]}
+    profile["nodes"][0]["bifurcation_source"] = True
+    text = _page(tmp_path, profile)
+    assert text.count('data-inferred="true"') == 1
+    import re
+
+    inferred = re.findall(r'data-edge="([^"]*)" data-class="[^"]*" data-inferred="true"', text)
+    assert inferred == [f"{first[0]}->{first[1]}"]
+    assert "(inferred)" in text and "bifurcation source" in text
+    amplifiers = [e for e in profile["edges"] if e["class"] == "amplifier"]
+    assert text.count('data-class="amplifier"') == len(amplifiers) > 0
+    # an inference record without the individual edges: every edge was inferred
+    del profile["graph"]["inferred"]["inferred_edge_list"]
+    text = _page(tmp_path, profile)
+    assert text.count('data-inferred="true"') == text.count("data-edge=") == len(profile["graph"]["edges"])
