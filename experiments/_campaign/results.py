@@ -1,5 +1,5 @@
 """A campaign's results: pair rows formed while the replays run, then ``pairs.jsonl``,
-``replays.jsonl``, ``campaign.json``, ``report.md`` and ``summary.json``.
+``replays.jsonl``, ``campaign.json``, ``report.md``, ``report.html`` and ``summary.json``.
 
 Jobs are cut, in job order, into blocks of ``PAIR_CHUNK``. A :class:`Pairer` thread
 turns each block into pair rows as soon as its last replay is in the ledger (one
@@ -24,7 +24,7 @@ from quiver._graph import PipelineGraph
 from quiver._interventional import CampaignGraph, PairRow, campaign_estimates, pair_results
 from quiver._observational import Profile
 from quiver._progress import Progress
-from quiver._report import interventional_report
+from quiver._report import campaign_markdown, write_html
 from quiver._trace import Trace, TraceWriter
 from quiver.replay import ReplayJob, ReplayResult
 
@@ -203,7 +203,8 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     _write_text(out / "campaign.json", json.dumps(estimates.to_json(), indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
-    _write_text(out / "report.md", interventional_report(estimates) + "\n\n---\n\n" + observational)
+    _write_text(out / "report.md", campaign_markdown(estimates, observational))
+    write_html(out, "campaign")
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)
     result.retries = Counter()

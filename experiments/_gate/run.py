@@ -50,6 +50,7 @@ from quiver._interventional import (
     pair_results,
 )
 from quiver._progress import Progress
+from quiver._report import write_html
 from quiver._trace import Trace, load_traces
 from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
 from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
@@ -260,4 +261,5 @@ def run_gate(
                        ("junit.xml", gate_junit(data))):
         (out / name).write_text(text, encoding="utf-8")
         result.files.append(out / name)
+    result.files.append(write_html(out, "gate"))
     return result
