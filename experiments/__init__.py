@@ -17,10 +17,16 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "._config": ("RecordSpec", "CampaignSpec", "PerturbationSpec", "LLMSpec", "SimulatorSpec"),
     "._campaign": ("CampaignRun", "CampaignResult", "run_campaign", "check_spec", "expand_jobs"),
     "._gate": ("GateResult", "run_gate", "parse_candidates"),
+    "._attribute": ("Attribution", "attribute", "write_attribution"),
     "._cli": ("main", "build_parser", "run_record", "RecordOverrides"),
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing here runs
+    from quiver.experiments._attribute import (
+        Attribution as Attribution,
+        attribute as attribute,
+        write_attribution as write_attribution,
+    )
     from quiver.experiments._campaign import (
         CampaignResult as CampaignResult,
         CampaignRun as CampaignRun,
