@@ -9,7 +9,8 @@
   of production). Per node, the *within-corpus* divergence rate of each (the share of
   same-input pairs of that corpus where the node's outputs, decisions or call count
   differ, over the pairs where it ran), the *across-corpus* rate (pairs of one trace
-  from each), the shift of the within rate (after - before) and the excess of the
+  from each, of different repeats: repeat r of two recordings at one seed shares its samples),
+  the shift of the within rate (after - before) and the excess of the
   across rate over the mean within rate, each with an interval from one bootstrap over
   the shared inputs (the same resampled inputs for every term of a difference). A node
   is *reached* by what changed when the excess's interval lies above 0; it became *less
@@ -219,7 +220,7 @@ def compare_corpora(
     for gi, g in enumerate(common):
         units += [(0, gi, a, b) for a, b in itertools.combinations(g_before[g], 2)]
         units += [(1, gi, a, b) for a, b in itertools.combinations(g_after[g], 2)]
-        units += [(2, gi, a, b) for a in g_before[g] for b in g_after[g]]
+        units += [(2, gi, a, b) for a in g_before[g] for b in g_after[g] if not _same_sample(a, b, g_before[g])]
     kind = np.array([u[0] for u in units], dtype=np.int64)
     boot = GroupBootstrap(np.array([u[1] for u in units], dtype=np.int64), len(common), resamples=resamples, seed=seed)
     views = {id(t): _node_views(t) for g in common for t in (*g_before[g], *g_after[g])}
@@ -239,6 +240,14 @@ def compare_corpora(
     }
     data["verdict"] = "fail" if data["less_consistent"] else "pass"
     return Comparison(data, across)
+
+
+def _same_sample(a: Trace, b: Trace, group: list[Trace]) -> bool:
+    """Repeat r of one recording and repeat r of the other may share their samples (the
+    sample key derives from the seed, the input and the repeat): such an across pair has
+    less noise than any within pair, and is left out of the across rate when the repeats
+    of the group are numbered apart."""
+    return a.repeat == b.repeat and len({t.repeat for t in group}) == len(group)
 
 
 def _node_row(node: str, units: list[tuple[int, int, Trace, Trace]], kind: np.ndarray, views: dict[int, Any],
