@@ -27,11 +27,14 @@ class Progress:
     """
 
     def __init__(
-        self, label: str, total: int, *, stream: TextIO | None = sys.stderr, interval_s: float = 5.0
+        self, label: str, total: int, *, stream: TextIO | None = sys.stderr, interval_s: float = 5.0,
+        resumed: int = 0,
     ) -> None:
         self.label = label
         self.total = total
-        self.done = 0
+        self.done = resumed
+        self.resumed = resumed
+        """Items done before this process began (a resume): counted as done, not in the rate."""
         self.counters: Counter[str] = Counter()
         self._stream = stream
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
@@ -53,12 +56,14 @@ class Progress:
     def line(self) -> str:
         """The current progress line."""
         elapsed = max(time.monotonic() - self._t0, 1e-9)
-        rate = self.done / elapsed
-        remaining = (self.total - self.done) / rate if rate > 0 else float("inf")
+        rate = (self.done - self.resumed) / elapsed  # this process's work only
+        left = max(self.total - self.done, 0)
+        remaining = 0.0 if not left else left / rate if rate > 0 else float("inf")
         eta = "?" if remaining == float("inf") else _duration(remaining)
         extra = "  ".join(f"{k} {v}" for k, v in sorted(self.counters.items()))
+        resumed = f" ({self.resumed} resumed)" if self.resumed else ""
         return (
-            f"{self.label}: {self.done}/{self.total}  {rate:.1f}/s  elapsed {_duration(elapsed)}  "
+            f"{self.label}: {self.done}/{self.total}{resumed}  {rate:.1f}/s  elapsed {_duration(elapsed)}  "
             f"ETA {eta}" + (f"  {extra}" if extra else "")
         )
 

@@ -23,19 +23,20 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import secrets
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._canonical import content_hash
 from quiver._errors import TraceFormatError
+from quiver._interrupt import Interrupted, deadline
 from quiver._progress import Progress
 from quiver._trace import (
     RedactingFilter,
@@ -228,14 +229,20 @@ def record_corpus(
         run_id = run_id or kept.run_id or new_run_id()
         jobs = [(item, r) for item in inputs for r in range(repeats) if (item.input_id, r) not in kept.done]
         log.info("recording %d traces (%d resumed) with concurrency %d", len(jobs), len(kept.done), concurrency)
-        progress = Progress("record", len(jobs) + len(kept.done), stream=progress_stream)
-        progress.done = len(kept.done)
+        progress = Progress("record", len(jobs) + len(kept.done), stream=progress_stream, resumed=len(kept.done))
         retries_before = Counter(llm.stats) if llm is not None else Counter()
-        _execute(
-            fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress,
-            resume or retry_failed,
-        )
-        progress.close()
+        try:
+            _execute(
+                fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress,
+                resume or retry_failed,
+            )
+        except KeyboardInterrupt:
+            written = sum(1 for _, raw in iter_lines(partial_path) if raw.strip())
+            raise Interrupted(
+                f"interrupted: {written:,} of {progress.total:,} traces written to {partial_path}"
+            ) from None
+        finally:
+            progress.close()
         traces = sorted(iter_traces(partial_path), key=lambda t: order.get((t.input_id, t.repeat), len(order)))
         tmp = output_dir / "traces.jsonl.tmp"
         write_traces(tmp, traces)
@@ -368,15 +375,66 @@ def _execute(
     progress: Progress,
     append: bool,
 ) -> None:
-    lock = threading.Lock()
+    """Record ``jobs`` on ``concurrency`` threads, writing each trace as it finishes.
+
+    Interrupted (SIGINT/SIGTERM: :mod:`quiver._interrupt`), no new trace starts; those in
+    flight finish (their LLM calls make no new attempt, so a trace that needs one more is
+    cut short and not written) or are abandoned at the deadline; the threads are daemons,
+    so an abandoned one does not hold the exit; then the interrupt goes on up.
+    """
+    todo = deque(jobs)
+    finished: queue.SimpleQueue[Trace | BaseException | None] = queue.SimpleQueue()
+    closed = threading.Event()
+
+    def slot() -> None:
+        try:
+            while not closed.is_set():
+                try:
+                    item, repeat = todo.popleft()
+                except IndexError:
+                    return
+                try:
+                    result: Trace | BaseException = _run_one(fn, pipeline_name, run_id, item, repeat, seed, llm)
+                except BaseException as exc:  # raised again in the writing thread
+                    result = exc
+                finished.put(result)
+        finally:
+            finished.put(None)
+
+    threads = [threading.Thread(target=slot, name=f"quiver-record-{i}", daemon=True)
+               for i in range(min(max(1, concurrency), len(jobs)))]
+    running = 0
     with TraceWriter(partial_path, redactor=redactor, append=append, fsync=True) as writer:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="quiver-record") as pool:
-            futures = [
-                pool.submit(_run_one, fn, pipeline_name, run_id, item, r, seed, llm) for item, r in jobs
-            ]
-            for future in as_completed(futures):
-                trace = future.result()
-                with lock:
-                    writer.write(trace)
-                retries = sum(trace.tags.get("retries", {}).values())
-                progress.advance(1, retries=retries, failed=int(trace.status == "failed"))
+
+        def write(trace: Trace) -> None:
+            writer.write(trace)
+            retries = sum(trace.tags.get("retries", {}).values())
+            progress.advance(1, retries=retries, failed=int(trace.status == "failed"))
+
+        try:
+            for thread in threads:
+                thread.start()
+                running += 1
+            while running:
+                result = finished.get()  # (the first Ctrl-C raises KeyboardInterrupt here)
+                if result is None:
+                    running -= 1
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    write(result)
+        except KeyboardInterrupt:
+            closed.set()
+            until = deadline()
+            while running:
+                try:
+                    result = finished.get(timeout=max(0.0, until - time.monotonic()))
+                except queue.Empty:
+                    break
+                if result is None:
+                    running -= 1
+                elif isinstance(result, Trace):
+                    write(result)
+            raise
+        finally:
+            closed.set()

@@ -45,6 +45,7 @@ from typing import Any, TextIO
 from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
+from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, seen_part
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress
@@ -274,6 +275,7 @@ class CampaignRun:
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
         runner = self.executor(executor, address)
+        jobs: list[ReplayJob] = []
         try:
             runner.start()  # its workers start up while the baseline loads and is analysed
             with self.connected():
@@ -294,6 +296,9 @@ class CampaignRun:
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces, graph.graph)
+        except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: what finished is committed; say so
+            raise Interrupted(_interrupted(exc, len(ledger), len(jobs), ledger_path,
+                                           f"quiver run {self.path} --output {out} --resume")) from None
         finally:
             try:
                 runner.close()
@@ -316,8 +321,7 @@ class CampaignRun:
         result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
                                 executor=executor.name)
         tokens = [0]
-        progress = Progress("replays", len(jobs), stream=self.stream)
-        progress.advance(result.resumed)
+        progress = Progress("replays", len(jobs), stream=self.stream, resumed=result.resumed)
         pairer = Pairer(self, ledger, traces, graph, jobs, steps, done,
                         on_paired=lambda n: progress.advance(0, paired=n))
 
@@ -385,6 +389,16 @@ def run_campaign(
     """Run ``quiver run SPEC``: ``CampaignRun.load(spec_path, ...).run(...)``."""
     run = CampaignRun.load(spec_path, output=output, stream=progress_stream)
     return run.run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
+
+
+def _interrupted(exc: KeyboardInterrupt, committed: int, jobs: int, ledger: Path, resume: str) -> str:
+    """What an interrupted campaign kept, and the command that continues it."""
+    said = str(exc).removeprefix("interrupted").removeprefix(": ")
+    if said and not jobs:  # in the baseline's recording, which says what it wrote
+        return f"interrupted while recording the baseline: {said}; continue with: {resume}"
+    if not jobs:
+        return f"interrupted before the replays began ({committed:,} in {ledger}); continue with: {resume}"
+    return f"interrupted: {committed:,} of {jobs:,} replays committed to {ledger}; continue with: {resume}"
 
 
 def _whole_baseline(path: Path, way_out: str) -> list[Trace]:

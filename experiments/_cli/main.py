@@ -53,14 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from quiver._errors import QuiverError
+    from quiver._interrupt import signals_interrupt
 
     try:
-        return int(args.handler(args))
+        with signals_interrupt(args.command):
+            return int(args.handler(args))
     except QuiverError as exc:
         print(f"quiver {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    except KeyboardInterrupt:
-        print(f"quiver {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the message says what was kept
+        said = str(exc)
+        print(f"quiver {args.command}: {said if said.startswith('interrupted') else 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -66,7 +66,14 @@ def command(args: argparse.Namespace) -> int:
         resume=args.resume,
         retry_failed=args.retry_failed,
     )
-    _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
+    try:
+        _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
+    except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: the traces finished are in the partial file
+        from quiver._interrupt import Interrupted
+
+        output = f" --output {args.output}" if args.output else ""
+        said = str(exc) or "interrupted"
+        raise Interrupted(f"{said}; continue with: quiver record {args.spec}{output} --resume") from None
     again = "; `quiver record --retry-failed` records them again"
     if result.already_complete:
         failed = f" ({result.failed} failed{again})" if result.failed else ""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quiver._errors import QuiverError
+from quiver._interrupt import deadline
 
 from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, quiet_collector, worker_for
 
@@ -64,12 +66,15 @@ class LocalExecutor(Executor):
             threading.Thread(target=slot, name=f"quiver-replay-{i}", daemon=True)
             for i in range(min(self.concurrency, len(todo)))
         ]
+        running = 0
+        until: float | None = None  # once interrupted: when the replays in flight are abandoned
         with quiet_collector():
             try:
                 for thread in threads:
                     thread.start()
-                running = len(threads)
+                    running += 1
                 while running:
+                    # (the first Ctrl-C raises KeyboardInterrupt here, in the main thread)
                     job, data = finished.get()
                     if job is None:
                         running -= 1
@@ -78,8 +83,29 @@ class LocalExecutor(Executor):
                     else:
                         assert data is not None
                         on_done(job.job_id, data)
+            except KeyboardInterrupt:
+                # interrupted: no new replay; those in flight finish (their LLM calls make no
+                # new attempt) or are abandoned at the deadline; what finishes is handed on
+                closed.set()
+                until = deadline()
+                _drain(finished, running, on_done, until)
+                raise
             finally:
                 closed.set()  # the slots finish the replays they hold and take no more
                 for thread in threads:
                     if thread.is_alive():
-                        thread.join()
+                        thread.join(None if until is None else max(0.0, until - time.monotonic()))
+
+def _drain(finished: queue.SimpleQueue[tuple[ReplayJob | None, dict[str, Any] | BaseException | None]],
+           running: int, on_done: DoneFn, until: float) -> None:
+    """Hand the replays that finish before ``until`` to ``on_done``, until ``running``
+    slots have ended; a replay that raised (cut short by the interrupt) is dropped."""
+    while running:
+        try:
+            job, data = finished.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return
+        if job is None:
+            running -= 1
+        elif isinstance(data, dict):
+            on_done(job.job_id, data)

@@ -50,6 +50,7 @@ from tenacity import (
 )
 
 from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
+from quiver._interrupt import check_interrupted, wait as interruptible_wait
 from quiver.replay._instrument import Template
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
@@ -337,8 +338,9 @@ class LLMClient:
         args = self._post_args(request)
         attempts = 0
         try:
-            for attempt in Retrying(**self._retrying_kwargs(call)):
+            for attempt in Retrying(sleep=interruptible_wait, **self._retrying_kwargs(call)):
                 with attempt:
+                    check_interrupted()  # interrupted: no new attempt, no backoff wait
                     attempts += 1
                     response = _completion(self._sync_client().post("/chat/completions", **args))
                     self._store(key, response)
@@ -357,8 +359,9 @@ class LLMClient:
         args = self._post_args(request)
         attempts = 0
         try:
-            async for attempt in AsyncRetrying(**self._retrying_kwargs(call)):
+            async for attempt in AsyncRetrying(sleep=_async_interruptible_wait, **self._retrying_kwargs(call)):
                 with attempt:
+                    check_interrupted()
                     attempts += 1
                     response = _completion(await client.post("/chat/completions", **args))
                     self._store(key, response)
@@ -421,6 +424,15 @@ class LLMClient:
 
 _SYNC_POOLS = 8
 """SDK clients (connection pools) synchronous calls go round."""
+
+async def _async_interruptible_wait(seconds: float) -> None:
+    """``asyncio.sleep``, cut short (raising) when the process is interrupted."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        check_interrupted()
+        await asyncio.sleep(min(left, 0.1))
+    check_interrupted()
+
 
 def _jitter() -> float:
     """Backoff jitter in [0, 1): random on purpose, so that clients spread out."""

@@ -134,9 +134,12 @@ class SimulatorProcess:
                    "-m", "quiver.replay._sim.process",
                    "--config", str(config_file), "--ready-file", str(ready_file),
                    "--parent", str(os.getpid())]
+        # a session of its own: the SIGINT a terminal sends to the whole foreground group
+        # on Ctrl-C reaches the run, not its simulator, which serves the replays in flight
+        # until the run stops it (or dies: it watches its parent)
         with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
             process = subprocess.Popen(command, cwd=workdir, env=_child_env(pythonpath),
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
         try:
             url = _wait_until_ready(process, ready_file, workdir / "stderr.log", startup_timeout_s)
         except BaseException:
