@@ -30,8 +30,11 @@ Choices QUIVER.md leaves open, made here:
   recorded parents or not, so it is a propagator.
 * A bifurcation source is a node whose own output decides the path: beta_shape, the
   smallest distance of the node over pairs that diverged in shape and where it ran in
-  both traces, exceeds eps. A node that runs in some traces only is no source by being
-  absent; the node that decided it should not run is.
+  both traces, exceeds eps, and the node can decide at all: it records decisions, or
+  its output reaches a node that does along the graph's edges (:func:`deciding_nodes`).
+  A node that runs in some traces only is no source by being absent; the node that
+  decided it should not run is. A node downstream of every decision (a final reply
+  that differs whenever the path did) is no source either: it follows the path.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ __all__ = [
     "NoiseOrigin",
     "noise_origin",
     "deterministic_nodes",
+    "deciding_nodes",
     "ran_in_both",
     "group_minimum"
 ]
@@ -135,7 +139,8 @@ class Thresholds:
             n = those pairs; value None when there are none.
         beta_iter: Likewise with D_iter > 0.
         bifurcation_source: beta_shape > eps (§7 [engine]): structural divergence
-            never happens unless this node drifted.
+            never happens unless this node drifted; and the node records decisions
+            or feeds one that does (see the module docstring).
     """
 
     node: str
@@ -168,22 +173,23 @@ def group_minimum(values: np.ndarray, mask: np.ndarray, boot: GroupBootstrap) ->
 
 
 def bifurcation_thresholds(table: PairTable, node: str, boot: GroupBootstrap,
-                           epsilon: float = DEFAULT_EPSILON) -> Thresholds:
+                           epsilon: float = DEFAULT_EPSILON, *, can_decide: bool = True) -> Thresholds:
     """Observational beta_shape and beta_iter of ``node`` (QUIVER.md §7; Def. 10, A.8, B.3).
 
     beta_shape = min d_i over same-input pairs with D_shape > 0 where the node ran in
     both traces: 0 when such a pair has d_i = 0, i.e. structural divergence happens
     without this node drifting. beta_iter likewise with D_iter > 0. The node is a
-    bifurcation source when beta_shape > eps (§7 [engine]): its own output decides the
-    path (pairs where it ran in one trace only say nothing of its output; see the
-    module docstring). The interval is the bootstrap of the minimum (one-sided by
+    bifurcation source when beta_shape > eps (§7 [engine]) and ``can_decide`` (it
+    records decisions or feeds a node that does): its own output decides the path
+    (pairs where it ran in one trace only say nothing of its output; see the module
+    docstring). The interval is the bootstrap of the minimum (one-sided by
     construction).
     """
     d = column(table, node)
     defined = np.isfinite(d) & ran_in_both(table, node)
     beta_shape = group_minimum(d, defined & np.asarray(table.d_shape, dtype=bool), boot)
     beta_iter = group_minimum(d, defined & (np.asarray(table.d_iter) > 0), boot)
-    source = beta_shape.value is not None and beta_shape.value > epsilon
+    source = can_decide and beta_shape.value is not None and beta_shape.value > epsilon
     return Thresholds(node, epsilon, beta_shape, beta_iter, source)
 
 
@@ -309,3 +315,18 @@ def _weighed(output: Any, spec: NodeSpec) -> str:
     if spec.fields is not None and isinstance(output, dict):
         output = {k: v for k, v in output.items() if k not in spec.fields or spec.fields[k].effective_weight > 0}
     return canonical_json(output)
+
+
+def deciding_nodes(traces: Iterable[Trace], graph: PipelineGraph) -> set[str]:
+    """Nodes whose output can decide a path: those that record a decision
+    (``quiver.decide``) in some call, and every node with a path to one of them along
+    the graph's edges, loop feedback included."""
+    found = {c.node for t in traces for c in t.calls if c.decision}
+    pending = list(found)
+    while pending:
+        node = pending.pop()
+        for parent in graph.parents(node):
+            if parent not in found:
+                found.add(parent)
+                pending.append(parent)
+    return found

@@ -23,7 +23,7 @@ from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, GroupBootstrap, PairT
 from quiver._trace import Trace, iter_traces
 
 from .budgets import drift_budget, impact_set
-from .divergence import bifurcation_thresholds, deterministic_nodes, divergence_rates, noise_origin
+from .divergence import bifurcation_thresholds, deciding_nodes, deterministic_nodes, divergence_rates, noise_origin
 from .faithfulness import GoldenLine, faithfulness, golden_texts, load_golden
 from .sensitivity import (
     EdgeSensitivity,
@@ -152,7 +152,8 @@ def analyze(
         store.close()
     if progress:
         progress("estimates", 0, 1)
-    data, edges = _estimates(table, full, epsilon, alphas, resamples, seed, deterministic_nodes(ok, full))
+    data, edges = _estimates(table, full, epsilon, alphas, resamples, seed,
+                             deterministic_nodes(ok, full), deciding_nodes(ok, full))
     if progress:
         progress("estimates", 1, 1)
     data = {
@@ -178,7 +179,7 @@ def _graph_json(graph: PipelineGraph, inference: GraphInference) -> dict[str, An
 
 def _estimates(
     table: PairTable, graph: PipelineGraph, epsilon: float, alphas: Sequence[float], resamples: int, seed: int,
-    deterministic: set[str],
+    deterministic: set[str], deciding: set[str],
 ) -> tuple[dict[str, Any], dict[tuple[str, str], EdgeSensitivity]]:
     boot = GroupBootstrap(table.group, len(table.groups), resamples=resamples, seed=seed)
     nodes = list(table.nodes)
@@ -186,7 +187,7 @@ def _estimates(
     edges = {(a, b): edge_sensitivity(table, a, b, boot, epsilon) for a, b in edge_list}
     sigmas = {e: r.sigma.value for e, r in edges.items()}
     noise = {n: noise_origin(table, graph, n, boot, epsilon, deterministic=n in deterministic) for n in nodes}
-    betas = {n: bifurcation_thresholds(table, n, boot, epsilon) for n in nodes}
+    betas = {n: bifurcation_thresholds(table, n, boot, epsilon, can_decide=n in deciding) for n in nodes}
     paths = path_products(graph, sigmas)
     critical = critical_path(paths)
     rates = divergence_rates(table, boot, epsilon)
