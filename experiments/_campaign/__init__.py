@@ -6,7 +6,8 @@
 * ``identity``: what each perturbation's replays are made with, checked on resume;
 * ``resume``: what a resumed run takes from its ledger (``--retry-failed`` included);
 * ``run``: :class:`CampaignRun` (what every phase shares) and ``run_campaign``;
-* ``results``: pair rows from the ledger, and the files a campaign writes.
+* ``results``: pair rows from the ledger, and the files a campaign writes;
+* ``plan``: the replays, LLM calls, tokens and cost a campaign will take (``--plan``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from .checks import check_spec
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger, LedgerError
+from .plan import CampaignPlan, PlanRow, Usage, live_llm_calls, plan_campaign, plan_jobs
 from .results import PAIR_CHUNK, Pairer, write_results, write_summary
 from .run import CampaignResult, CampaignRun, run_campaign
 
@@ -28,6 +30,12 @@ __all__ = [
     "select_traces",
     "Ledger",
     "LedgerError",
+    "CampaignPlan",
+    "PlanRow",
+    "Usage",
+    "live_llm_calls",
+    "plan_campaign",
+    "plan_jobs",
     "PAIR_CHUNK",
     "Pairer",
     "write_results",

@@ -52,6 +52,7 @@ __all__ = [
     "ReplaySpec",
     "ExecutorSpec",
     "BudgetSpec",
+    "PriceSpec",
     "AnalysisSpec",
     "CampaignSpec",
 ]
@@ -202,6 +203,16 @@ class BudgetSpec(_Spec):
     """Total tokens (prompt + completion) of those requests."""
 
 
+class PriceSpec(_Spec):
+    """What one model costs per 1M tokens, in any one currency (``quiver run --plan``
+    prints the sum in it)."""
+
+    input: float = Field(ge=0, le=1_000_000)
+    """The price of 1M prompt (input) tokens, in [0, 1000000]."""
+    output: float = Field(ge=0, le=1_000_000)
+    """The price of 1M completion (output) tokens, in [0, 1000000]."""
+
+
 class AnalysisSpec(_Spec):
     """The estimators' options."""
 
@@ -258,6 +269,11 @@ class CampaignSpec(RecordSpec):
     """Where replays run."""
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     """An optional ceiling on LLM calls or tokens."""
+    prices: dict[str, PriceSpec] | None = Field(default=None, max_length=10_000)
+    """Per model name, as the pipeline requests it (``{gpt-4o-mini: {input: 0.15, output:
+    0.6}}``): the price of 1M input and output tokens, from which ``quiver run --plan``
+    and ``quiver gate --plan`` give the cost of the replays' LLM calls (without it they
+    give calls and tokens only)."""
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     """Estimator options."""
     gate: GateSpec = Field(default_factory=GateSpec)

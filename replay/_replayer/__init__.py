@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .builder import ReplayBuilder, template_from_ref
+from .builder import Region, ReplayBuilder, recorded_regions, template_from_ref
 from .results import DIMENSIONS, Dimension, ReplayError, ReplayMode, ReplayResult, Target
 from .run import Replayer, ReplayerSettings, replay_many, replay_trace
 
@@ -19,6 +19,8 @@ __all__ = [
     "ReplayResult",
     "ReplayError",
     "ReplayBuilder",
+    "Region",
+    "recorded_regions",
     "template_from_ref",
     "Replayer",
     "ReplayerSettings",

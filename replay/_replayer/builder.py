@@ -82,7 +82,7 @@ from quiver.replay._llm import LLMClient, llm, request_overrides
 
 from .results import _KIND_DIMENSIONS, ReplayError, ReplayMode, Target
 
-__all__ = ["ReplayBuilder", "template_from_ref"]
+__all__ = ["ReplayBuilder", "Region", "recorded_regions", "template_from_ref"]
 
 # --------------------------------------------------------------------------- paths
 
@@ -102,6 +102,53 @@ def _parallel(path: str, target: str) -> bool:
         if a != b:
             return a.startswith("[") and b.startswith("[")
     return False
+
+
+Region = Literal["upstream", "target", "inside", "ancestor", "downstream"]
+"""Where a call lies relative to the target (see the module docstring)."""
+
+
+def _place(path: str, target_path: str, *, is_target: bool, parent_live: bool, before: bool | None,
+           target_opened: bool) -> Region:
+    """The region of the call at ``path``: ``before`` says whether its recorded
+    counterpart precedes the target in program order (None: it has none, and then it
+    is downstream once the target has opened)."""
+    if is_target:
+        return "target"
+    if _is_within(path, target_path):
+        return "inside"
+    if _is_within(target_path, path):
+        return "ancestor"
+    if parent_live:
+        return "downstream"
+    if before is None:
+        return "downstream" if target_opened else "upstream"
+    return "upstream" if before or _parallel(path, target_path) else "downstream"
+
+
+def recorded_regions(baseline: Trace, target: Target) -> dict[str, Region]:
+    """Call id -> region of every call of ``baseline``, as a replay perturbing ``target``
+    places the calls it matches when it takes the recorded path (every call reached in
+    order, with its recorded inputs and parents). It is what :class:`ReplayBuilder`
+    decides, read off the recording, so a plan can say what a replay will run live
+    before running it. The source call counts as upstream.
+
+    Raises:
+        ReplayError: ``target`` is not in the trace.
+    """
+    target_call = _find_target(baseline, target)
+    index = {c.call_id: i for i, c in enumerate(baseline.calls)}
+    out: dict[str, Region] = {}
+    for call in baseline.calls:
+        if call.kind == "source":
+            out[call.call_id] = "upstream"
+            continue
+        out[call.call_id] = _place(
+            call.call_path, target_call.call_path, is_target=call is target_call,
+            parent_live=any(out.get(p) in ("target", "inside", "downstream") for p in call.parents),
+            before=index[call.call_id] < index[target_call.call_id], target_opened=True,
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- builder
@@ -184,39 +231,29 @@ class ReplayBuilder(TraceBuilder):
             self._claimed[at_path.call_id] = record
         return at_path
 
-    def _region(self, record: CallRecord, recorded: NodeCall | None) -> str:
+    def _region(self, record: CallRecord, recorded: NodeCall | None) -> Region:
         target = self._target_call
         if target is None:
             return "upstream"
-        path = recorded.call_path if recorded is not None else record.call_path
-        if recorded is target:
-            return "target"
-        if _is_within(path, target.call_path):
-            return "inside"
-        if _is_within(target.call_path, path):
-            return "ancestor"
-        if any(id(p) in self._live for p in record.parents):
-            return "downstream"
-        if recorded is not None:
-            if self._index[recorded.call_id] < self._index[target.call_id] or _parallel(path, target.call_path):
-                return "upstream"
-            return "downstream"
-        return "downstream" if self._target_record is not None else "upstream"
+        return _place(
+            recorded.call_path if recorded is not None else record.call_path, target.call_path,
+            is_target=recorded is target, parent_live=any(id(p) in self._live for p in record.parents),
+            before=self._index[recorded.call_id] < self._index[target.call_id] if recorded is not None else None,
+            target_opened=self._target_record is not None,
+        )
 
     def _directive(self, record: CallRecord, recorded: NodeCall | None) -> Directive:
         region = self._region(record, recorded)
         dims = _KIND_DIMENSIONS.get(record.kind, ())
         live_node = record.node in self.mode.live_nodes
         frozen = not live_node and all(d in self.mode.frozen for d in dims)
-        llm_mode = (
-            "live" if live_node or "model" not in self.mode.frozen
-            else "serve" if "prompt" in self.mode.frozen else "serve_if_same"
-        )
         same_inputs = recorded is not None and recorded.input_hash == record.input_hash
+        llm_mode = _llm_mode(self.mode, live_node, same_inputs=True)
         if region == "upstream":
             if not same_inputs:
-                return Directive("run", recorded, llm="live")
-            if (dims and frozen) or record.node in self.mode.frozen_nodes:
+                return Directive("run", recorded, llm=_llm_mode(self.mode, live_node, same_inputs=False))
+            resampled = self.mode.resample and record.kind == "llm"
+            if (dims and frozen and not resampled) or record.node in self.mode.frozen_nodes:
                 return Directive("serve", recorded, skip_body=True, llm=llm_mode)
             return Directive("run", recorded, llm=llm_mode)
         if region == "ancestor":
@@ -419,6 +456,21 @@ class ReplayBuilder(TraceBuilder):
                 found.append((len(self.baseline.calls), Divergence("trace", "(trace)", None, "", diff)))
         found.sort(key=lambda item: item[0])
         return [d for _, d in found]
+
+
+def _llm_mode(mode: ReplayMode, live_node: bool, *, same_inputs: bool) -> str:
+    """What the LLM calls of a call before the target do (``Directive.llm``): ``serve``
+    the recorded response, ``serve_if_same`` when the request equals the recorded one,
+    go ``live`` with today's request, or, under ``mode.resample``, go live with the
+    recorded request (``resend``), the recorded model and today's prompt
+    (``resend_model``) or the recorded messages and today's model (``resend_prompt``)."""
+    model = not live_node and "model" in mode.frozen
+    prompt = not live_node and same_inputs and "prompt" in mode.frozen
+    if not mode.resample:
+        return "live" if not same_inputs or not model else "serve" if prompt else "serve_if_same"
+    if model:
+        return "resend" if prompt else "resend_model"
+    return "resend_prompt" if prompt else "live"
 
 
 def _parents_reproduced(replayed: NodeCall, calls: dict[str, NodeCall], alias: dict[str, NodeCall]) -> bool:
