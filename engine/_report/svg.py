@@ -154,7 +154,7 @@ def interval_chart(name: str, title: str, rows: Sequence[Interval], *, axis: str
     note_w = max([0] + [min(200, 6.2 * len(r.note)) for r in rows]) + 10
     plot_w = 380
     row_h = 22
-    top = 30
+    top = 42
     width = label_w + plot_w + note_w + 20
     height = top + row_h * max(1, len(rows)) + 48 + (18 if legend else 0)
     values = [v for r in rows for v in (r.value, r.lo, r.hi) if v is not None and math.isfinite(v)]

@@ -53,12 +53,9 @@ def _gate(cli: list[str], out: Path, *args: str, profile: Path | None, cwd: Path
 
 
 @pytest.fixture(scope="module")
-def strict(
-    gate: Any, support_bot_run: Path, tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Any, dict[str, Any], Path]:
-    out = tmp_path_factory.mktemp("gate") / "strict"
-    proc, data = gate(out, "--candidate", f"support_bot.planner={CANDIDATES / 'planner_strict.txt'}",
-                      profile=support_bot_run)
+def strict(strict_gate: tuple[Any, dict[str, Any] | None, Path]) -> tuple[Any, dict[str, Any], Path]:
+    """The README gate, run once per session (shared with the report tests)."""
+    proc, data, out = strict_gate
     assert data is not None, proc.stderr[-2000:]
     return proc, data, out
 
