@@ -47,26 +47,24 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--address", help="a Ray cluster address (with --executor ray)")
     run.add_argument("--output", help="output folder (overrides the spec's output)")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
-    run.add_argument("--plan", action="store_true",
-                     help="print the replays, LLM calls, tokens and cost (at the spec's prices:) the campaign will "
-                          "take, per perturbation, per control and in all, and whether they exceed the budget; "
-                          "send no LLM call and write nothing (exit 1 when the plan exceeds the budget)")
     run.set_defaults(handler=command)
 
 
-def plan(args: argparse.Namespace) -> int:
-    """``quiver run SPEC --plan``: print the campaign's plan; 1 when it exceeds the budget."""
-    from quiver.experiments._campaign import CampaignRun, plan_campaign
+WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report.html", "summary.json",
+           "ledger.sqlite")
+"""The files of a finished campaign, as ``quiver run`` lists them (with their sizes)."""
 
-    campaign = plan_campaign(CampaignRun.load(args.spec, output=args.output, stream=None))
-    print(campaign.render())
-    return EXIT_OK if campaign.budget_stop() is None else EXIT_PROBLEMS
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if n < 1024:
+            return f"{int(n):,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
 
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver run``; return the exit code."""
-    if args.plan:
-        return plan(args)
     from quiver.experiments._campaign import run_campaign
 
     result = run_campaign(
@@ -95,8 +93,9 @@ def command(args: argparse.Namespace) -> int:
         verdict = {True: "passed", False: "FAILED", None: "n/a"}[p.negative_control.passed]
         print(f"  {p.id:<22} pairs {p.counts.pairs:>5}  effective {p.counts.effective:>5}  "
               f"no-op {p.counts.noop:>5}  negative control {verdict}")
-    for name in ("campaign.json", "pairs.jsonl", "report.md", "summary.json"):
-        print(out / name)
+    for name in WRITTEN:
+        if (out / name).is_file():
+            print(f"{out / name}  ({_size((out / name).stat().st_size)})")
     problems = result.status.get("failed", 0) + result.status.get("diverged", 0)
     if problems or result.negative_control_failed:
         if result.negative_control_failed:
