@@ -47,7 +47,20 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--address", help="a Ray cluster address (with --executor ray)")
     run.add_argument("--output", help="output folder (overrides the spec's output)")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--plan", action="store_true",
+                     help="print the replays, LLM calls, tokens and cost (at the spec's prices:) the campaign will "
+                          "take, per perturbation, per control and in all, and whether they exceed the budget; "
+                          "send no LLM call and write nothing (exit 1 when the plan exceeds the budget)")
     run.set_defaults(handler=command)
+
+
+def plan(args: argparse.Namespace) -> int:
+    """``quiver run SPEC --plan``: print the campaign's plan; 1 when it exceeds the budget."""
+    from quiver.experiments._campaign import CampaignRun, plan_campaign
+
+    campaign = plan_campaign(CampaignRun.load(args.spec, output=args.output, stream=None))
+    print(campaign.render())
+    return EXIT_OK if campaign.budget_stop() is None else EXIT_PROBLEMS
 
 
 WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report.html", "summary.json",
@@ -65,6 +78,8 @@ def _size(n: float) -> str:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver run``; return the exit code."""
+    if args.plan:
+        return plan(args)
     from quiver.experiments._campaign import run_campaign
 
     result = run_campaign(
