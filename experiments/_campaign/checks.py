@@ -1,64 +1,323 @@
-"""What can be checked of a campaign spec before anything runs."""
+"""What can be checked of a campaign spec before its first replay.
+
+Two rounds, both before the run writes anything to its output folder (no ledger, no
+``spec.resolved.json``):
+
+* :func:`check_spec`, before anything runs: the pipeline imports, the graph and baseline
+  files exist, every perturbation names a node, a field and values the graph knows (when
+  it declares them), every prompt variant is a template that exists and parses, and the
+  bundled simulator serves the models the spec names (``llm.model``, an operator's
+  ``model``).
+* :func:`check_baseline`, once the baseline is loaded (or recorded): every operator is
+  applied once, dry, to the recorded call of its target in the first baseline trace where
+  that call ran (an output operator to the recorded output, an execution operator's change
+  built and every replacement template checked against the variables the recorded call
+  supplied), and the simulator serves every model the replays call live.
+
+A problem is one :class:`~quiver.SpecError` naming the spec's file and line, the field
+and the perturbation: a mistake that would fail every replay the same way is refused
+here, in one line, instead of once per replay.
+"""
 
 from __future__ import annotations
 
+import copy
+import random
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, load_graph
+from quiver._trace import NodeCall, Trace
 from quiver._yamlspec import load_yaml_with_lines
-from quiver.experiments._config import CampaignSpec
-from quiver.perturbations import ANY_VALUE, make_operator
-from quiver.replay import declared_graph, load_pipeline
+from quiver.experiments._config import CampaignSpec, PerturbationSpec, simulator_models
+from quiver.perturbations import (
+    ANY_VALUE,
+    Operator,
+    OperatorContext,
+    OperatorError,
+    TemplateRef,
+    get_operator,
+    make_operator,
+    resolve_template_ref,
+)
+from quiver.replay import Template, declared_graph, get_template, load_pipeline, load_template_file
 
-__all__ = ["check_spec"]
+from .jobs import eligible_traces
+
+__all__ = ["check_spec", "check_baseline", "check_candidates", "template_problem"]
+
+_Where = tuple[Any, ...]
+
+
+class _Spot:
+    """Errors that name the spec file, the line of a field path and the field path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        _, self.lines = load_yaml_with_lines(path)
+
+    def fail(self, where: _Where, reason: str) -> SpecError:
+        line = next((self.lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in self.lines), None)
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
+        return SpecError(str(self.path), line, dotted, reason)
 
 
 def check_spec(spec: CampaignSpec, path: Path) -> tuple[Any, PipelineGraph | None]:
-    """Everything that can be checked before anything runs: the pipeline imports, the
-    graph and baseline files exist, and every perturbation names a node, a field and
-    values the graph knows (when it declares them). Returns the pipeline function and
-    the declared graph.
+    """Everything that can be checked before anything runs (see the module docstring).
+    Returns the pipeline function and the declared graph.
 
     Raises:
         SpecError: naming the file, the line and the field path, and what would be valid.
     """
-    _, lines = load_yaml_with_lines(path)
+    spot = _Spot(path)
     base_dir = path.parent
-
-    def fail(where: tuple[Any, ...], reason: str) -> SpecError:
-        line = next((lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in lines), None)
-        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
-        return SpecError(str(path), line, dotted, reason)
-
     try:
         fn = load_pipeline(spec.pipeline, base_dir)
     except QuiverError as exc:
-        raise fail(("pipeline",), str(exc)) from None
+        raise spot.fail(("pipeline",), str(exc)) from None
     for key in ("baseline", "graph"):
         value = getattr(spec, key)
         if value is not None and not (base_dir / value).is_file():
-            raise fail((key,), f"no file at {base_dir / value}")
+            raise spot.fail((key,), f"no file at {base_dir / value}")
+    _check_models(spec, base_dir, spot)
+    for i, p in enumerate(spec.perturbations):
+        _check_variants(p, i, base_dir, spot)
     graph = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
     if not graph.nodes:
         return fn, None
     for i, p in enumerate(spec.perturbations):
-        if p.node not in graph.nodes:
-            raise fail(("perturbations", i, "node"),
-                       f"unknown node {p.node!r}; the graph's nodes are {', '.join(sorted(graph.nodes))}")
-        node = graph.nodes[p.node]
-        for step in p.steps():
-            for touch in make_operator(p.op, step).fields_touched():
-                field_name, value = touch.field, touch.value
-                top = field_name.split(".")[0]
-                if node.fields is not None and top not in node.fields:
-                    raise fail(("perturbations", i, "params"),
-                               f"node {p.node!r} has no field {top!r}; its fields are {', '.join(node.fields)}")
-                spec_f = node.fields.get(top) if node.fields is not None else None
-                cats = spec_f.categories if spec_f is not None else None
-                if cats and value is not ANY_VALUE and value not in cats:
-                    raise fail(("perturbations", i, "params"),
-                               f"{value!r} is not a category of {p.node}.{top}; its categories are "
-                               f"{', '.join(map(str, cats))}")
+        _check_fields(p, i, graph, spot)
     return fn, graph
+
+
+def _check_fields(p: PerturbationSpec, i: int, graph: PipelineGraph, spot: _Spot) -> None:
+    if p.node not in graph.nodes:
+        raise spot.fail(("perturbations", i, "node"),
+                        f"unknown node {p.node!r}; the graph's nodes are {', '.join(sorted(graph.nodes))}")
+    node = graph.nodes[p.node]
+    for step in p.steps():
+        for touch in make_operator(p.op, step).fields_touched():
+            field_name, value = touch.field, touch.value
+            top = field_name.split(".")[0]
+            if node.fields is not None and top not in node.fields:
+                raise spot.fail(("perturbations", i, "params"),
+                                f"node {p.node!r} has no field {top!r}; its fields are {', '.join(node.fields)}")
+            spec_f = node.fields.get(top) if node.fields is not None else None
+            cats = spec_f.categories if spec_f is not None else None
+            if cats and value is not ANY_VALUE and value not in cats:
+                raise spot.fail(("perturbations", i, "params"),
+                                f"{value!r} is not a category of {p.node}.{top}; its categories are "
+                                f"{', '.join(map(str, cats))}")
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _served(spec: CampaignSpec, base_dir: Path, spot: _Spot) -> set[str] | None:
+    """The models the spec's simulator serves (None: a real endpoint, not checked)."""
+    sim = spec.llm.simulator
+    if sim is None:
+        return None
+    try:
+        return set(simulator_models(sim, base_dir))
+    except QuiverError as exc:
+        raise spot.fail(("llm", "simulator", "models"), str(exc)) from None
+
+
+def _not_served(model: str, served: set[str], spec: CampaignSpec) -> str:
+    given = spec.llm.simulator.models if spec.llm.simulator is not None else []
+    hint = ("add the module that registers it with @sim_model to llm.simulator.models" if not given
+            else f"the modules of llm.simulator.models ({', '.join(given)}) do not register it with @sim_model")
+    return f"the simulator does not serve model {model!r} (it serves {', '.join(sorted(served))}); {hint}"
+
+
+def _check_models(spec: CampaignSpec, base_dir: Path, spot: _Spot) -> None:
+    served = _served(spec, base_dir, spot)
+    if served is None:
+        return
+    if "model" in spec.llm.model_fields_set and spec.llm.model not in served:
+        raise spot.fail(("llm", "model"), _not_served(spec.llm.model, served, spec))
+    for i, p in enumerate(spec.perturbations):
+        for step in p.steps():
+            model = step.get("model")
+            if isinstance(model, str) and model not in served:
+                where = ("perturbations", i, "params", "model") if "model" in p.params else ("perturbations", i)
+                raise spot.fail(where, f"perturbation {p.id!r}: {_not_served(model, served, spec)}")
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def _variant_where(p: PerturbationSpec, i: int, ref: str) -> _Where:
+    variants = p.params.get("variants")
+    if isinstance(variants, list) and ref in variants:
+        return ("perturbations", i, "params", "variants", variants.index(ref))
+    return ("perturbations", i, "params", "variant" if "variant" in p.params else "ladder")
+
+
+def _check_variants(p: PerturbationSpec, i: int, base_dir: Path, spot: _Spot) -> None:
+    """Every template a prompt_swap names exists and parses (its variables are checked
+    against a recorded call by :func:`check_baseline`)."""
+    for step in p.steps():
+        ref = step.get("variant")
+        if p.op != "prompt_swap" or not isinstance(ref, str):
+            continue
+        try:
+            template = _template(resolve_template_ref(ref, base_dir))
+            _variables(template)
+        except QuiverError as exc:
+            raise spot.fail(_variant_where(p, i, ref), f"perturbation {p.id!r}: {exc}") from None
+
+
+def _template(ref: TemplateRef) -> Template:
+    """The template a reference names (a file, or a registered id)."""
+    try:
+        messages = load_template_file(ref.path) if ref.path is not None else get_template(ref.ref).messages
+    except QuiverError as exc:
+        raise OperatorError(f"template {ref.ref!r}: {exc}") from None
+    return Template(ref.ref, messages)
+
+
+def _variables(template: Template) -> set[str]:
+    """The variables a template fills in, or an error when it is not a valid template."""
+    try:
+        names = set(template.variables)
+        for _, content in template.messages:
+            content.format_map({name: "" for name in names})
+    except (ValueError, IndexError, KeyError, AttributeError) as exc:
+        raise OperatorError(
+            f"template {template.id!r} is not a valid template ({type(exc).__name__}: {exc}); write {{name}} for "
+            "a variable and {{ or }} for a literal brace"
+        ) from None
+    return names
+
+
+def template_problem(template_id: str, replacement: Template) -> str | None:
+    """Why ``replacement`` cannot stand in for the registered template ``template_id``:
+    it is not a valid template, or it uses a variable that the calls rendering
+    ``template_id`` do not supply (they supply that template's variables). None when it
+    can, or when ``template_id`` is not registered in this process (nothing to compare)."""
+    try:
+        used = _variables(replacement)
+    except OperatorError as exc:
+        return str(exc)
+    try:
+        current = get_template(template_id)
+    except QuiverError:
+        return None
+    supplied = set(current.variables)
+    unknown = sorted(used - supplied)
+    if not unknown:
+        return None
+    return (f"template {replacement.id!r} uses {', '.join('{' + v + '}' for v in unknown)}, which the recorded calls "
+            f"of template {template_id!r} do not supply; they supply {', '.join(sorted(supplied)) or 'no variable'}")
+
+
+# --------------------------------------------------------------------------- the dry run
+
+
+class _NoLLM(Exception):
+    """An operator asked for an LLM call during the dry run: what it would do is not checked."""
+
+
+def _no_chat(messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    raise _NoLLM
+
+
+def _context(call: NodeCall, graph: PipelineGraph, base_dir: Path) -> OperatorContext:
+    """The context the replayer gives an operator at ``call`` (with no LLM)."""
+    return OperatorContext(
+        node=call.node, spec=graph.nodes.get(call.node), output=copy.deepcopy(call.output),
+        prompt_template=call.prompt.template_id if call.prompt is not None else None,
+        logprobs=call.response.logprobs if call.response is not None else None,
+        rng=random.Random(0), chat=_no_chat, base_dir=base_dir,
+    )
+
+
+def _dry_run(op: Operator, call: NodeCall, graph: PipelineGraph, base_dir: Path) -> None:
+    """Apply ``op`` to the recorded ``call`` as a replay would, or raise OperatorError."""
+    ctx = _context(call, graph, base_dir)
+    try:
+        if op.mode == "output":
+            op.apply(copy.deepcopy(call.output), ctx)
+            return
+        change = op.change(ctx)
+    except _NoLLM:
+        return
+    for template_id, ref in change.templates.items():
+        problem = template_problem(template_id, _template(ref))
+        if problem is not None:
+            raise OperatorError(problem)
+
+
+def _target(traces: Sequence[Trace], p: PerturbationSpec) -> tuple[Trace, int] | None:
+    """The first ok baseline trace where the perturbation's target call ran, and the
+    call's index in it."""
+    for trace in eligible_traces(traces, p.node, p.occurrence):
+        index = next(k for k, c in enumerate(trace.calls) if c.node == p.node and c.occurrence == p.occurrence)
+        return trace, index
+    return None
+
+
+def _live_models(trace: Trace, index: int, execution: bool) -> list[str]:
+    """The models of the calls a replay at ``trace.calls[index]`` makes live: those after
+    the target, and the target's own when it runs again."""
+    start = index if execution else index + 1
+    return list(dict.fromkeys(c.model.name for c in trace.calls[start:] if c.model is not None and c.model.name))
+
+
+def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace], graph: PipelineGraph) -> None:
+    """The dry run of every perturbation on the baseline (see the module docstring).
+    ``graph`` is the graph the replays are given (the declared one, completed from the
+    baseline). A perturbation whose target never ran in the baseline is left to the run.
+
+    Raises:
+        SpecError: naming the spec's file, line and field, the perturbation, the trace
+            and call it was tried on, and what went wrong.
+    """
+    spot = _Spot(path)
+    base_dir = path.parent
+    served = _served(spec, base_dir, spot)
+    for i, p in enumerate(spec.perturbations):
+        found = _target(traces, p)
+        if found is None:
+            continue
+        trace, index = found
+        call = trace.calls[index]
+        on = f"on the recorded call {p.node}#{p.occurrence} of trace {trace.trace_id}"
+        for step in p.steps():
+            try:
+                _dry_run(make_operator(p.op, step), call, graph, base_dir)
+            except OperatorError as exc:
+                where = _variant_where(p, i, step["variant"]) if "variant" in step else ("perturbations", i, "params")
+                raise spot.fail(where, f"perturbation {p.id!r} fails {on}: {exc}") from None
+        if served is not None:
+            missing = [m for m in _live_models(trace, index, get_operator(p.op).mode == "execution") if m not in served]
+            if missing:
+                raise spot.fail(("llm", "simulator", "models"),
+                                f"perturbation {p.id!r}: its replays call model(s) {', '.join(missing)} ({on} and "
+                                f"after it), which the simulator does not serve (it serves "
+                                f"{', '.join(sorted(served))}); add the module that registers them with "
+                                "@sim_model to llm.simulator.models")
+
+
+def check_candidates(candidates: Mapping[str, Path], changed: Callable[[str], str]) -> None:
+    """``quiver gate`` candidates: each file a valid template that uses only the
+    variables the recorded calls of its template supply (``changed`` gives the node
+    whose calls rendered it, or raises).
+
+    Raises:
+        QuiverError: naming the candidate (``--candidate ID=PATH``) and the problem.
+    """
+    for template_id, file in candidates.items():
+        changed(template_id)
+        try:
+            replacement = Template(str(file), load_template_file(file))
+        except QuiverError as exc:
+            raise QuiverError(f"--candidate {template_id}={file}: {exc}") from None
+        problem = template_problem(template_id, replacement)
+        if problem is not None:
+            raise QuiverError(f"--candidate {template_id}={file}: {problem}")
+

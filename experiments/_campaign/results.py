@@ -11,11 +11,14 @@ every executor, in any order of completion and after a resume, so the numbers ar
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +37,8 @@ from .ledger import Ledger
 if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
 
-__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "write_summary"]
+__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "write_summary", "failure_reason", "failures_json",
+           "failure_lines", "replay_failure", "replay_failures_logged"]
 
 PAIR_CHUNK = 256
 """Replays turned into pair rows per ``pair_results`` call (one embedding pass over
@@ -200,7 +204,11 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
         controls=control_rows,
     )
-    _write_text(out / "campaign.json", json.dumps(estimates.to_json(), indent=2) + "\n")
+    result.failures = _failures_by_perturbation(rows)
+    data = estimates.to_json()
+    for entry in data["perturbations"]:
+        entry["failures"] = failures_json(result.failures.get(entry["id"], Counter()))
+    _write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
     _write_text(out / "report.md", campaign_markdown(estimates, observational))
@@ -237,5 +245,108 @@ def write_summary(out: Path, result: CampaignResult) -> None:
         "negative_control_failed": result.negative_control_failed, "llm_calls": result.llm_calls,
         "retries": dict(sorted(result.retries.items())),
         "executor": result.executor, "nodes": result.nodes, "seconds": result.seconds,
+        "failures": {**failures_json(sum(result.failures.values(), Counter())),
+                     "by_perturbation": {pid: failures_json(c) for pid, c in result.failures.items()}},
     }
     _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------- failures
+
+_REASON_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\d{8}T\d{6}Z-[0-9a-f]+(?:/[^\s'\",;:()]*)?"), "<trace>"),  # run, trace and replay ids
+    (re.compile(r"sha256:[0-9a-f]{8,}"), "sha256:<hash>"),
+    (re.compile(r"\b[0-9a-f]{12,}\b"), "<hash>"),
+    (re.compile(r"(?<![\w.-])(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:[/\\][^\s'\",;:()\[\]{}]+)+"), "<path>"),
+    (re.compile(r"\((?:\{|\[)[^()]*\)?"), "(<value>)"),  # the excerpt of a value an operator was given
+    (re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])"), "<n>"),
+)
+"""What a failure's message says about one replay (ids, digests, paths, the value at
+hand, numbers), replaced so that the same failure of many replays reads the same."""
+
+REASON_MAX_CHARS = 300
+"""The longest reason kept (the message's first line, cut)."""
+
+
+def failure_reason(error: str) -> str:
+    """The reason of a failed replay: its error (``Type: message``), first line, with what
+    belongs to one replay (ids, digests, paths, value excerpts, numbers) replaced by
+    placeholders: 36 replays failing the same way give one reason."""
+    text = (error or "unknown error").strip().splitlines()[0] if (error or "").strip() else "unknown error"
+    for pattern, placeholder in _REASON_RULES:
+        text = pattern.sub(placeholder, text)
+    return text if len(text) <= REASON_MAX_CHARS else text[:REASON_MAX_CHARS - 3] + "..."
+
+
+def replay_failure(data: Mapping[str, Any]) -> str | None:
+    """The reason a replay (as the executor hands it over) failed, or None when it did not."""
+    if "error" in data:
+        return failure_reason(str(data["error"]))
+    trace = data.get("trace")
+    if not (isinstance(trace, Mapping) and trace.get("status") == "failed"):
+        return None
+    error = trace.get("error")
+    return failure_reason(f"{error.get('type')}: {error.get('message')}" if isinstance(error, Mapping) else "")
+
+
+def _failures_by_perturbation(rows: Sequence[PairRow]) -> dict[str, Counter[str]]:
+    """Failed rows by perturbation (controls included) and reason."""
+    out: dict[str, Counter[str]] = {}
+    for row in rows:
+        if row.status == "failed":
+            out.setdefault(row.perturbation_id, Counter())[failure_reason(row.error or "")] += 1
+    return out
+
+
+def _commonest_first(reasons: Mapping[str, int]) -> list[tuple[str, int]]:
+    return sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def failures_json(reasons: Mapping[str, int]) -> dict[str, Any]:
+    """``{"count": N, "by_reason": {REASON: n}}``, the commonest reason first."""
+    return {"count": sum(reasons.values()), "by_reason": dict(_commonest_first(reasons))}
+
+
+def failure_lines(failures: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """One console line per (perturbation, reason): ``  ID  failed N: REASON``."""
+    return [f"  {pid:<22} failed {n:>5}: {reason}" for pid, reasons in failures.items()
+            for reason, n in _commonest_first(reasons)]
+
+
+class _ReplayFailure(logging.Filter):
+    """The one-line record the replayer logs for each failed replay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name == "quiver.replay" and str(record.msg).startswith("trace %s failed")
+
+
+class _Not(logging.Filter):
+    def __init__(self, inner: logging.Filter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.inner.filter(record)
+
+
+@contextlib.contextmanager
+def replay_failures_logged(path: Path) -> Iterator[None]:
+    """Within the block, each failed replay's record goes to ``path`` (the run's log of
+    failures, appended to) and not to the console's handlers: the campaign counts its
+    failures by reason instead (:func:`failure_lines`)."""
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_ReplayFailure())
+    hide = _Not(_ReplayFailure())
+    console = list(logging.getLogger().handlers)
+    logger = logging.getLogger("quiver.replay")
+    for h in console:
+        h.addFilter(hide)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        for h in console:
+            h.removeFilter(hide)
+        handler.close()

@@ -65,7 +65,7 @@ from quiver.replay import (
     record_corpus,
 )
 
-from .checks import check_spec
+from .checks import check_baseline, check_spec
 from .identity import campaign_identities, stored_identity
 from .jobs import expand_jobs
 from .ledger import Ledger
@@ -99,6 +99,9 @@ class CampaignResult:
     """Failed replays a resume took from the ledger as they were (``--retry-failed`` runs them again)."""
     retried: int = 0
     """Failed replays ``--retry-failed`` took out of the ledger and ran again."""
+    failures: dict[str, Counter[str]] = field(default_factory=dict)
+    """Failed replays by perturbation (controls included) and reason
+    (:func:`~quiver.experiments._campaign.results.failure_reason`)."""
 
     @property
     def complete(self) -> bool:
@@ -256,7 +259,7 @@ class CampaignRun:
                 (:class:`~quiver.experiments._campaign.ledger.LedgerError`), or it holds
                 replays this spec would not make as they are.
         """
-        from .results import write_results, write_summary
+        from .results import replay_failures_logged, write_results, write_summary
 
         t0 = time.perf_counter()
         out = self.out
@@ -267,19 +270,17 @@ class CampaignRun:
                 f"{out} holds a campaign's ledger already: `quiver run {self.path} --resume` finishes it, "
                 "or set another output folder"
             )
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "spec.resolved.json").write_text(
-            json.dumps(self.redactor.data(self.spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
-        )
-        ledger = Ledger(ledger_path, resume=f"quiver run {self.path} --resume")
-        run_id = ledger.get_meta("run_id") or new_run_id()
-        ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
+        # nothing is written to the output folder before the baseline is loaded and checked
+        traces = self.checked_baseline() if self.spec.baseline is not None else None
+        ledger: Ledger | None = None
         runner = self.executor(executor, address)
         jobs: list[ReplayJob] = []
         try:
-            runner.start()  # its workers start up while the baseline loads and is analysed
             with self.connected():
-                traces = self.baseline(resume=resume)
+                if traces is None:
+                    traces = self.checked_baseline(resume=resume)
+                ledger, run_id = self._open_ledger(ledger_path)
+                runner.start()  # its workers start up while the baseline is analysed
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
                 identities = {pid: stored_identity(identity, self.redactor) for pid, identity
                               in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
@@ -290,28 +291,58 @@ class CampaignRun:
                 )
                 profile = self.observational_profile(traces, self.graph(traces))
                 graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
-                rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
-                                         done=resumed.done)
+                with replay_failures_logged(out / "campaign.log"):  # counted by reason, not one line each
+                    rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
+                                             done=resumed.done)
                 result = rows.result
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces, graph.graph)
+        except Exception:
+            if ledger is not None and not resume and len(ledger) == 0:
+                ledger.close()  # failed before its first replay: the corrected run starts afresh
+                ledger = None
+                _discard_empty_run(out)
+            raise
         except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: what finished is committed; say so
-            raise Interrupted(_interrupted(exc, len(ledger), len(jobs), ledger_path,
+            raise Interrupted(_interrupted(exc, len(ledger) if ledger is not None else 0, len(jobs), ledger_path,
                                            f"quiver run {self.path} --output {out} --resume")) from None
         finally:
             try:
                 runner.close()
             finally:
-                ledger.close()
+                if ledger is not None:
+                    ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
         write_summary(out, result)
         return result
 
+    def checked_baseline(self, *, resume: bool = False) -> list[Trace]:
+        """:meth:`baseline`, then every perturbation tried once, dry, on it
+        (:func:`~quiver.experiments._campaign.checks.check_baseline`).
+
+        Raises:
+            SpecError: A perturbation would fail its replays; the message names it.
+        """
+        traces = self.baseline(resume=resume)
+        check_baseline(self.spec, self.path, traces, self.graph(traces))
+        return traces
+
+    def _open_ledger(self, ledger_path: Path) -> tuple[Ledger, str]:
+        """The run folder's ``spec.resolved.json`` and ledger (with the run's id)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "spec.resolved.json").write_text(
+            json.dumps(self.redactor.data(self.spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
+        )
+        ledger = Ledger(ledger_path, resume=f"quiver run {self.path} --resume")
+        run_id = ledger.get_meta("run_id") or new_run_id()
+        ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
+        return ledger, run_id
+
     def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
                      traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
                      executor: Executor, *, done: set[str]) -> _Replayed:
-        from .results import Pairer
+        from .results import Pairer, replay_failure
 
         spec, out = self.spec, self.out
         todo = [j for j in jobs if j.job_id not in done]
@@ -345,6 +376,9 @@ class CampaignRun:
                 tokens[0] += int(data.get("llm_tokens") or 0)
             result.status[status] += 1
             result.done += 1
+            failure = replay_failure(data)
+            if failure is not None:
+                result.failures.setdefault(job_id.split("/")[0], Counter())[failure] += 1
             pairer.committed(job_id)
             progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
@@ -399,6 +433,14 @@ def _interrupted(exc: KeyboardInterrupt, committed: int, jobs: int, ledger: Path
     if not jobs:
         return f"interrupted before the replays began ({committed:,} in {ledger}); continue with: {resume}"
     return f"interrupted: {committed:,} of {jobs:,} replays committed to {ledger}; continue with: {resume}"
+
+
+def _discard_empty_run(out: Path) -> None:
+    """Remove the ledger (holding no replay) and ``spec.resolved.json`` of a run that
+    failed before its first replay, so that the corrected spec runs into the same folder."""
+    for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal",
+                 "spec.resolved.json"):
+        (out / name).unlink(missing_ok=True)
 
 
 def _whole_baseline(path: Path, way_out: str) -> list[Trace]:

@@ -81,6 +81,7 @@ def command(args: argparse.Namespace) -> int:
     if args.plan:
         return plan(args)
     from quiver.experiments._campaign import run_campaign
+    from quiver.experiments._campaign.results import failure_lines
 
     result = run_campaign(
         args.spec, resume=args.resume, retry_failed=args.retry_failed, executor=args.executor,
@@ -107,11 +108,16 @@ def command(args: argparse.Namespace) -> int:
     for p in result.estimates.perturbations if result.estimates is not None else ():
         verdict = {True: "passed", False: "FAILED", None: "n/a"}[p.negative_control.passed]
         print(f"  {p.id:<22} pairs {p.counts.pairs:>5}  effective {p.counts.effective:>5}  "
-              f"no-op {p.counts.noop:>5}  negative control {verdict}")
+              f"no-op {p.counts.noop:>5}  failed {p.counts.failed:>5}  negative control {verdict}")
+    for line in failure_lines(result.failures):
+        print(line)
     for name in WRITTEN:
         if (out / name).is_file():
             print(f"{out / name}  ({_size((out / name).stat().st_size)})")
     problems = result.status.get("failed", 0) + result.status.get("diverged", 0)
+    if result.status.get("failed", 0):
+        print(f"{result.status['failed']} of {result.done} replays FAILED (reasons above; each in "
+              f"{out / 'campaign.log'} when this run made it): the estimates leave them out", file=sys.stderr)
     if problems or result.negative_control_failed:
         if result.negative_control_failed:
             print(f"negative control failed for {', '.join(result.negative_control_failed)}", file=sys.stderr)

@@ -17,7 +17,7 @@ from .campaign import (
     ReplaySpec,
     SelectSpec,
 )
-from .llm import open_llm, probe_endpoint, spec_redactor
+from .llm import open_llm, probe_endpoint, simulator_models, spec_redactor
 from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 
 __all__ = [
@@ -36,4 +36,5 @@ __all__ = [
     "open_llm",
     "probe_endpoint",
     "spec_redactor",
+    "simulator_models",
 ]

@@ -38,9 +38,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from quiver.perturbations import OperatorError, expand_ladder, expand_variants, make_operator
+from quiver.perturbations import OperatorError, expand_ladder, expand_variants, get_operator, make_operator
 from quiver.replay._replayer import DIMENSIONS, Dimension
 
 from .record import SEED_MAX, RecordSpec, _Spec
@@ -98,7 +98,27 @@ class PerturbationSpec(_Spec):
                 make_operator(self.op, params)
             except OperatorError as exc:
                 raise ValueError(str(exc)) from None
+            self._strict_types(params)
         return self
+
+    def _strict_types(self, params: dict[str, Any]) -> None:
+        """A parameter of another type than the operator's is refused, not converted (a
+        spec's ``"3"`` is not a count), at the place it was written (``params.count`` or
+        ``ladder.count``)."""
+        try:
+            get_operator(self.op).Params.model_validate(params, strict=True)
+        except ValidationError as exc:
+            ladder = self.ladder or {}
+            located = []
+            for error in exc.errors(include_url=False):
+                if not error["type"].endswith(("_type", "_parsing")):
+                    continue  # the operator's own checks passed above: only a type is wrong
+                loc = tuple(error["loc"])
+                place = ("ladder", *loc) if loc and loc[0] in ladder else ("params", *loc)
+                located.append({"type": error["type"], "loc": place, "input": error["input"],
+                                **({"ctx": error["ctx"]} if "ctx" in error else {})})
+            if located:
+                raise ValidationError.from_exception_data(exc.title, located) from None  # type: ignore[arg-type]
 
     def steps(self) -> list[dict[str, Any]]:
         """The parameter sets this perturbation replays with: variants x ladder steps."""

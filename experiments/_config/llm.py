@@ -11,11 +11,15 @@ endpoint here.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from quiver._errors import LLMUnavailable
+from quiver._errors import LLMUnavailable, SimulatorError
 from quiver._trace import Redactor
 from quiver.replay import (
     LLMClient,
@@ -25,7 +29,7 @@ from quiver.replay import (
 
 from .record import LLMSpec, RecordSpec, SimulatorSpec
 
-__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S"]
+__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "simulator_models", "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S"]
 
 PROBE_ATTEMPTS = 2
 """Connection attempts of :func:`probe_endpoint` before the endpoint counts as down."""
@@ -46,6 +50,54 @@ def _simulator_config(sim: SimulatorSpec, base_dir: Path) -> tuple[SimulatorConf
     paths.append(str(base_dir.resolve()))
     config = SimulatorConfig(models=modules, nondeterminism=sim.nondeterminism, faults=sim.faults)
     return config, paths
+
+
+def simulator_models(sim: SimulatorSpec, base_dir: Path) -> list[str]:
+    """The models the simulator of ``sim`` serves (the built-in ones and those its
+    ``models`` modules register), found without starting it: each module is imported in
+    this process (a ``.py`` file under a name of its own, its folder on the path).
+
+    Raises:
+        SimulatorError: A module cannot be imported (the simulator could not start either).
+    """
+    return list(_served(tuple(sim.models), str(base_dir.resolve())))
+
+
+@functools.lru_cache(maxsize=16)
+def _served(models: tuple[str, ...], base_dir: str) -> tuple[str, ...]:
+    from quiver.replay import sim_model_names
+
+    for entry in models:
+        path = (Path(base_dir) / entry).resolve() if entry.endswith(".py") else None
+        folder = str(path.parent) if path is not None else base_dir
+        sys.path.insert(0, folder)
+        try:
+            if path is None:
+                importlib.import_module(entry)
+            else:
+                _exec_file(path)
+        except BaseException as exc:  # a module may even call sys.exit()
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise SimulatorError(f"cannot import simulator model module {entry!r}: {type(exc).__name__}: {exc}") \
+                from None
+        finally:
+            sys.path.remove(folder)
+    return tuple(sim_model_names())
+
+
+def _exec_file(path: Path) -> None:
+    name = f"quiver_sim_models_{abs(hash(str(path))):x}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no Python module at {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 @contextlib.contextmanager

@@ -53,6 +53,7 @@ from quiver._progress import Progress
 from quiver._report import write_html
 from quiver._trace import Trace, load_traces
 from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
+from quiver.experiments._campaign.checks import check_candidates
 from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
 
 from .report import gate_junit, gate_markdown
@@ -97,22 +98,36 @@ def parse_candidates(items: Sequence[str]) -> dict[str, Path]:
 # --------------------------------------------------------------------------- the profile
 
 
+def _run_dir(run: CampaignRun, profile_dir: Path | None) -> Path | None:
+    """The campaign folder whose profile the gate reads (None: it computes one)."""
+    if profile_dir is None and (Path(run.spec.output) / "observational" / "profile.json").is_file():
+        return Path(run.spec.output)
+    return profile_dir
+
+
+def _baseline_at_hand(run: CampaignRun, profile_dir: Path | None) -> list[Trace] | None:
+    """The baseline, when it needs no recording: the spec's file, or the campaign folder's."""
+    if run.spec.baseline is not None:
+        return run.baseline()
+    run_dir = _run_dir(run, profile_dir)
+    found = run_dir / "baseline" / "traces.jsonl" if run_dir is not None else None
+    return load_traces(found).traces if found is not None and found.is_file() else None
+
+
 def _load_profile(
-    run: CampaignRun, profile_dir: Path | None, out: Path,
+    run: CampaignRun, profile_dir: Path | None, out: Path, traces: list[Trace] | None = None,
 ) -> tuple[list[Trace], GateProfile, PipelineGraph]:
     spec = run.spec
-    run_dir = profile_dir
-    if run_dir is None and (Path(spec.output) / "observational" / "profile.json").is_file():
-        run_dir = Path(spec.output)
+    run_dir = _run_dir(run, profile_dir)
     if run_dir is not None:
         profile_file = run_dir / "observational" / "profile.json"
         if not profile_file.is_file():
             raise QuiverError(f"--profile {run_dir}: no observational/profile.json there; is it a `quiver run` folder?")
-        if spec.baseline is not None:
+        if traces is None and spec.baseline is not None:
             traces = run.baseline()
-        elif (run_dir / "baseline" / "traces.jsonl").is_file():
+        elif traces is None and (run_dir / "baseline" / "traces.jsonl").is_file():
             traces = load_traces(run_dir / "baseline" / "traces.jsonl").traces
-        else:
+        elif traces is None:
             raise QuiverError(
                 f"no baseline: the spec names no baseline file and {run_dir / 'baseline' / 'traces.jsonl'} "
                 "does not exist"
@@ -122,7 +137,7 @@ def _load_profile(
                     if campaign_file.is_file() else None)
         data = json.loads(profile_file.read_text(encoding="utf-8"))
         return traces, GateProfile(data, campaign, str(run_dir)), run.graph(traces)
-    traces = run.baseline(folder=out / "baseline")
+    traces = traces if traces is not None else run.baseline(folder=out / "baseline")
     profile = run.observational_profile(traces, run.graph(traces), out / "observational")
     note = (f"no campaign profile: the observational part was run first ({out / 'observational'}); "
             "no interventional beta_shape is available")
@@ -200,9 +215,15 @@ def run_gate(
         if value < low:
             raise QuiverError(f"--{name} must be at least {low}; got {value}")
     out = Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate"
+    # candidates are checked against the recorded calls before anything is written
+    early = _baseline_at_hand(run, Path(profile_dir) if profile_dir else None)
+    if early is not None:
+        check_candidates(candidates, lambda template: _changed_node(template, early))
     out.mkdir(parents=True, exist_ok=True)
     with run.connected():
-        traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out)
+        traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out, early)
+        if early is None:
+            check_candidates(candidates, lambda template: _changed_node(template, traces))
         alphas = sorted({float(r["alpha"]) for r in profile.data.get("impact_sets") or []})
         if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
             raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "

@@ -1,0 +1,215 @@
+"""A campaign (and a gate) is checked against its baseline before its first replay.
+
+Each mistake that used to fail every replay the same way, found replay by replay, is one
+error line naming the perturbation (or candidate), exit 2, with nothing written to the
+output folder; the command's own time is measured and must stay under 5 s. The
+quickstart baseline is recorded once per module and given to every spec as ``baseline:``.
+What the checks cannot see (a pipeline that raises on the perturbed value) runs, and its
+failures are counted by reason in ``campaign.json``, ``summary.json`` and on the console.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+QUICKSTART = Path(__file__).parents[2] / "experiments" / "quickstart"
+
+CHECK_SECONDS = 5.0
+"""What refusing a campaign may take, interpreter start and imports included."""
+
+SPEC = """\
+pipeline: {pipeline}:run
+llm: {llm}
+baseline: {baseline}
+perturbations:
+{perturbations}
+replay: {{controls: 0}}
+analysis: {{resamples: 100, permutations: 100}}
+output: {output}
+"""
+
+SIMULATOR = f"{{simulator: {{models: [{QUICKSTART / 'sim_models.py'}]}}}}"
+
+
+def quiver_run(argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``quiver ARGV`` as a user runs it (the console script)."""
+    found = shutil.which("quiver")
+    command = [found] if found else [sys.executable, "-m", "quiver.experiments._cli"]
+    return subprocess.run([*command, *argv], capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quickstart corpus (10 tickets x 3 repeats), recorded once."""
+    out = tmp_path_factory.mktemp("quickstart") / "baseline"
+    proc = quiver_run(["record", str(QUICKSTART / "record.yaml"), "--output", str(out), "--quiet"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out / "traces.jsonl"
+
+
+def _spec(tmp: Path, baseline: Path, perturbations: str, llm: str = SIMULATOR) -> Path:
+    (tmp / "prompts").mkdir(exist_ok=True)
+    (tmp / "prompts" / "terse.txt").write_text("[system]\nTriage tickets.\n[user]\nTicket: {ticket}\n")
+    (tmp / "prompts" / "named.txt").write_text("[user]\nTicket from {customer_name}: {ticket}\n")
+    spec = tmp / "campaign.yaml"
+    spec.write_text(SPEC.format(pipeline=QUICKSTART / "pipeline.py", llm=llm, baseline=baseline,
+                                perturbations=perturbations, output=tmp / "out"), encoding="utf-8")
+    return spec
+
+
+def _refused(argv: list[str], out: Path) -> str:
+    """Run ``quiver ARGV``: exit 2, one error line, within the time, nothing in ``out``;
+    the error line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = quiver_run(argv)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"quiver {argv[0]}: error: "), proc.stderr
+    # the command's own work, on a machine other jobs may load: its CPU time, and the
+    # wall time when the machine is not oversubscribed
+    assert cpu < CHECK_SECONDS, f"{cpu:.1f} s of CPU (wall {wall:.1f} s)"
+    if os.getloadavg()[0] <= (os.cpu_count() or 1):
+        assert wall < CHECK_SECONDS, f"{wall:.1f} s"
+    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+    return lines[0]
+
+
+CASES = {
+    "categorical flip to the next of no declared categories": (
+        "  - {id: category-next, node: classify, op: categorical_flip, params: {field: category, strategy: next}}",
+        ["perturbations[0].params", "perturbation 'category-next'", "declares no categories"],
+    ),
+    "prompt variant file that does not exist": (
+        "  - {id: classify-swap, node: classify, op: prompt_swap,\n"
+        "     params: {variants: [prompts/terse.txt, prompts/missing.txt]}}",
+        ["perturbations[0].params.variants[1]", "perturbation 'classify-swap'", "missing.txt", "does not exist"],
+    ),
+    "override of a field the node does not have": (
+        "  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}\n"
+        "  - {id: priority, node: classify, op: override, params: {set: {priority: high}}}",
+        ["perturbations[1].params", "perturbation 'priority'", "no key 'priority'", "category, urgent, sentiment"],
+    ),
+    "prompt variant with a variable the recorded calls never supply": (
+        "  - {id: named, node: classify, op: prompt_swap, params: {variants: [prompts/terse.txt, prompts/named.txt]}}",
+        ["perturbations[0].params.variants[1]", "perturbation 'named'", "{customer_name}", "they supply ticket"],
+    ),
+    "param_change to a model the simulator does not serve": (
+        "  - {id: bigger, node: classify, op: param_change, params: {model: gpt-4o}}",
+        ["perturbations[0].params.model", "perturbation 'bigger'", "'gpt-4o'", "quickstart-classify"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_mistake_that_would_fail_every_replay_is_one_line_before_the_first(
+        case: str, baseline: Path, tmp_path: Path) -> None:
+    perturbations, expected = CASES[case]
+    spec = _spec(tmp_path, baseline, perturbations)
+    line = _refused(["run", str(spec)], tmp_path / "out")
+    for part in expected:
+        assert part in line, line
+    assert f"{spec}:" in line
+
+
+def test_simulator_without_the_models_the_replays_call_is_refused(baseline: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline, "  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}",
+                 llm="simulator")
+    line = _refused(["run", str(spec)], tmp_path / "out")
+    assert "llm.simulator.models" in line and "perturbation 'urgent'" in line
+    assert "quickstart-draft" in line and "it serves sim-echo, sim-json" in line
+
+
+def test_gate_candidate_with_an_unknown_variable_is_refused(baseline: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline, "  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}")
+    gate_out = tmp_path / "gate"
+    line = _refused(["gate", str(spec), "--candidate", f"classify={tmp_path / 'prompts' / 'named.txt'}",
+                     "--output", str(gate_out)], gate_out)
+    assert "--candidate classify=" in line and "{customer_name}" in line and "they supply ticket" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_numbers_in_operator_params_must_be_numbers(baseline: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline,
+                 "  - {id: drop, node: retrieve, op: list_edit, params: {action: remove}, ladder: {count: [1, \"2\"]}}")
+    line = _refused(["run", str(spec)], tmp_path / "out")
+    assert f"{spec}:5: perturbations[0].ladder.count: Input should be a valid integer, got \"2\"" in line
+
+
+RAISER = '''\
+import quiver
+
+
+@quiver.node("level", kind="transform")
+def level(ticket: str) -> dict:
+    return {"level": len(ticket) % 3}
+
+
+@quiver.node("act", kind="transform", parents=["level"])
+def act(state: dict, ticket: str) -> str:
+    if state["level"] < 0:
+        raise ValueError(f"level {state['level']} is below 0 in /var/spool/q/{len(ticket)}.json")
+    return "filed"
+
+
+def run(ticket: str) -> str:
+    return act(level(ticket), ticket)
+'''
+
+
+def test_failures_the_checks_cannot_see_are_counted_by_reason(tmp_path: Path) -> None:
+    (tmp_path / "raiser.py").write_text(RAISER, encoding="utf-8")
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(
+        "pipeline: raiser.py:run\nllm: simulator\n"
+        "inputs: [{id: a, ticket: one}, {id: b, ticket: three}, {id: c, ticket: seven!}]\nrepeats: 2\n"
+        "perturbations:\n"
+        "  - {id: below-zero, node: level, op: override, params: {set: {level: -1}}}\n"
+        "  - {id: two, node: level, op: override, params: {set: {level: 2}}}\n"
+        "replay: {controls: 0, repeats: 2}\n"
+        f"analysis: {{resamples: 100, permutations: 100}}\noutput: {tmp_path / 'out'}\n", encoding="utf-8")
+    proc = quiver_run(["run", str(spec)], cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    reason = "ValueError: level <n> is below <n> in <path>"
+    assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [ln for ln in proc.stdout.splitlines() if "failed" in ln and reason in ln] == \
+        [f"  {'below-zero':<22} failed    12: {reason}"], proc.stdout
+    assert "12 of 24 replays FAILED" in proc.stderr
+    campaign = json.loads((tmp_path / "out" / "campaign.json").read_text())
+    failures = {p["id"]: p["failures"] for p in campaign["perturbations"]}
+    assert failures == {"below-zero": {"count": 12, "by_reason": {reason: 12}},
+                        "two": {"count": 0, "by_reason": {}}}
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["failures"]["count"] == 12 and summary["failures"]["by_reason"] == {reason: 12}
+    assert summary["status"]["failed"] == 12
+    log = (tmp_path / "out" / "campaign.log").read_text()
+    assert log.count(" failed: ValueError: level -1 is below 0 in /var/spool/q/") == 12  # each replay's own, kept
+
+
+def test_run_that_fails_before_its_first_replay_leaves_nothing_to_refuse_the_rerun(
+        baseline: Path, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, baseline, "  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}")
+    text = spec.read_text()
+    broken = tmp_path / "broken.jsonl"
+    lines = baseline.read_text().splitlines()
+    broken.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    spec.write_text(text.replace(str(baseline), str(broken)))
+    proc = quiver_run(["run", str(spec), "--quiet"])
+    assert proc.returncode == 2 and "broken.jsonl:2: not valid JSON" in proc.stderr, proc.stderr
+    out = tmp_path / "out"
+    assert not (out / "ledger.sqlite").exists() and not (out / "spec.resolved.json").exists()
+    spec.write_text(text.replace("params: {set: {urgent: true}}", "params: {set: {priority: high}}"))
+    line = _refused(["run", str(spec)], out)  # checked again, not "holds a campaign's ledger already"
+    assert "perturbation 'urgent'" in line and "no key 'priority'" in line
