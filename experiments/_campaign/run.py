@@ -86,6 +86,9 @@ class CampaignResult:
     resumed: int
     status: Counter[str] = field(default_factory=Counter)
     stopped_by_budget: bool = False
+    budget_stop: str = ""
+    """Where the budget stopped the run: the limit reached, what this run used, the
+    replays committed and the perturbation (or control) then running."""
     negative_control_failed: list[str] = field(default_factory=list)
     llm_calls: int = 0
     retries: Counter[str] = field(default_factory=Counter)
@@ -358,11 +361,21 @@ class CampaignRun:
 
         def over_budget() -> bool:
             budget = spec.budget
-            hit = (budget.max_llm_calls is not None and result.llm_calls >= budget.max_llm_calls) or (
-                budget.max_tokens is not None and tokens[0] >= budget.max_tokens
+            hit = (budget.max_llm_calls is not None and spent[0] >= budget.max_llm_calls) or (
+                budget.max_tokens is not None and spent[1] >= budget.max_tokens
             )
             result.stopped_by_budget = result.stopped_by_budget or hit
+            if hit and not result.budget_stop:
+                result.budget_stop = _budget_reached(budget, spent[0], spent[1])
             return hit
+
+        spent = [0, 0]  # LLM calls and tokens of the replays finished, committed or not yet: what the budget holds
+
+        def finished(job_id: str, data: dict[str, Any]) -> None:
+            if "error" not in data:
+                spent[0] += sum((data.get("llm_calls") or {}).values())
+                spent[1] += int(data.get("llm_tokens") or 0)
+            committer.put(job_id, data)
 
         def committed(job_id: str, data: dict[str, Any]) -> None:
             retried = 0
@@ -387,7 +400,7 @@ class CampaignRun:
         pairer.start()
         try:
             try:
-                executor.run(context, todo, committer.put, lambda: committer.failed or pairer.failed or over_budget())
+                executor.run(context, todo, finished, lambda: committer.failed or pairer.failed or over_budget())
             finally:
                 try:
                     committer.close()
@@ -397,6 +410,10 @@ class CampaignRun:
             pairer.abandon()
             raise
         result.nodes = executor.nodes_used()
+        if result.stopped_by_budget:  # the first replay in job order not committed was running
+            held = ledger.done()
+            running = next((j.perturbation_id.split("#")[0] for j in jobs if j.job_id not in held), "none")
+            result.budget_stop += f"; {len(held):,} of {len(jobs):,} replays committed, {running} running"
         left = {k: v for k, v in left_out.items() if v}
         if left:
             log.info("traces left out (no target call, or not selected): %s", left)
@@ -441,6 +458,14 @@ def _discard_empty_run(out: Path) -> None:
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal",
                  "spec.resolved.json"):
         (out / name).unlink(missing_ok=True)
+
+
+def _budget_reached(budget: Any, calls: int, tokens: int) -> str:
+    """The limit of ``budget`` that ``calls`` and ``tokens`` (this run's) reached."""
+    limit = (f"max_llm_calls {budget.max_llm_calls:,}"
+             if budget.max_llm_calls is not None and calls >= budget.max_llm_calls
+             else f"max_tokens {budget.max_tokens:,}")
+    return f"{limit} reached: {calls:,} LLM calls and {tokens:,} tokens by this run"
 
 
 def _whole_baseline(path: Path, way_out: str) -> list[Trace]:

@@ -99,8 +99,9 @@ def command(args: argparse.Namespace) -> int:
         print(f"{result.failed_kept} failed replay(s) from the ledger kept as they are; "
               f"`quiver run {args.spec} --retry-failed` runs them again", file=sys.stderr)
     if result.stopped_by_budget:
-        print(f"stopped by the budget; `quiver run {args.spec} --resume` with a larger budget finishes it",
-              file=sys.stderr)
+        output = f" --output {args.output}" if args.output else ""
+        print(f"stopped by the budget ({result.budget_stop}); `quiver run {args.spec}{output} --resume` with a larger "
+              "budget: finishes it", file=sys.stderr)
         return EXIT_PROBLEMS
     if not result.complete:
         print("the campaign did not finish; `--resume` continues it", file=sys.stderr)

@@ -292,8 +292,7 @@ class CampaignSpec(RecordSpec):
     prices: dict[str, PriceSpec] | None = Field(default=None, max_length=10_000)
     """Per model name, as the pipeline requests it (``{gpt-4o-mini: {input: 0.15, output:
     0.6}}``): the price of 1M input and output tokens, from which ``quiver run --plan``
-    and ``quiver gate --plan`` give the cost of the replays' LLM calls (without it they
-    give calls and tokens only)."""
+    gives the cost of the replays' LLM calls (without it, calls and tokens only)."""
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     """Estimator options."""
     gate: GateSpec = Field(default_factory=GateSpec)

@@ -277,3 +277,32 @@ def test_any_prices_block_is_planned_or_refused_in_one_line(tmp_path_factory: py
     cost = re.search(r"^cost: ([\d,.]+) at the spec's prices", result.stdout, re.M)
     assert cost is not None, result.stdout
     assert float(cost.group(1).replace(",", "")) >= 0
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+def test_a_budget_stops_the_run_says_where_and_a_resume_with_a_larger_one_finishes(
+    tmp_path: Path, baseline: Path
+) -> None:
+    capped = _spec(tmp_path, baseline, "budget: {max_llm_calls: 30}\nexecutor: {kind: local, concurrency: 2}",
+                   name="run")
+    proc = subprocess.run([*quiver_command(), "run", str(capped), "--quiet"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["stopped_by_budget"] and not summary["complete"]
+    assert 30 <= summary["llm_calls"] < 30 + 2 * 4, summary  # in flight at the limit: 2 replays of at most 4 calls
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("stopped by the budget"))
+    committed = re.search(r"; ([\d,]+) of 54 replays committed, (\S+) running\)", line)
+    assert committed is not None, line
+    assert int(committed.group(1)) == summary["done"] < 54
+    assert committed.group(2) in ("cs-override", "rewriter-swap")  # the first perturbations in job order
+    assert "max_llm_calls 30 reached" in line and f"`quiver run {capped} --resume` with a larger budget" in line
+    larger = _spec(tmp_path, baseline, "budget: {max_llm_calls: 100000}\nexecutor: {kind: local, concurrency: 2}",
+                   name="run")
+    assert larger == capped
+    proc = subprocess.run([*quiver_command(), "run", str(larger), "--resume", "--quiet"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1) and "stopped by the budget" not in proc.stderr, proc.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["complete"]
