@@ -171,10 +171,14 @@ class PendingChat:
         The record's directive says: ``serve`` (the model and prompt are frozen: the
         recorded response and prompt stand, provided the model and parameters asked
         for are the recorded ones), ``serve_if_same`` (only when the request, prompt
-        included, equals the recorded one) or ``live``.
+        included, equals the recorded one) or ``live``; ``resend``, ``resend_model`` and
+        ``resend_prompt`` go live with parts of the recorded request (:meth:`resend`).
         """
         directive = self.record.replay if self.record is not None else None
         recorded = getattr(directive, "recorded", None)
+        if directive is not None and directive.llm.startswith("resend"):
+            self.resend(directive.llm, recorded)
+            return None
         if directive is None or directive.llm == "live" or recorded is None or recorded.response is None:
             return None
         model = recorded.model
@@ -198,6 +202,21 @@ class PendingChat:
         with self.client._lock:
             self.client.stats["served"] += 1
         return result
+
+    def resend(self, what: str, recorded: Any) -> None:
+        """Send this call with parts of the recorded request (``ReplayMode.resample``):
+        the recorded assembled messages for ``resend`` and ``resend_prompt``, the recorded
+        model name and parameters for ``resend`` and ``resend_model``; the rest is
+        today's. A part the recording lacks (an imported call without messages) stays
+        today's."""
+        if recorded is None or self.record is None:
+            return
+        if what in ("resend", "resend_prompt") and recorded.prompt is not None and recorded.prompt.assembled:
+            self.prompt = recorded.prompt
+        if what in ("resend", "resend_model") and recorded.model is not None:
+            self.model, self.params = recorded.model.name, dict(recorded.model.params)
+        self.record.prompt = self.prompt
+        self.record.model = ModelInfo(name=self.model, params=to_jsonable(self.params))
 
     def note_retry(self, reason: str) -> None:
         with self.client._lock:

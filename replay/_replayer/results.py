@@ -43,11 +43,21 @@ class ReplayMode(BaseModel):
     """Calls at and after the target: ``live`` asks the endpoint every time; ``cached``
     answers a call from the client's response cache when the same request with the same
     sample key was answered before (a resumed or repeated campaign pays nothing twice)."""
+    resample: bool = False
+    """LLM calls are sent to the endpoint again, with the replay's sample key, instead of
+    served, and the frozen dimensions are taken from the recording: with model and prompt
+    frozen the request is the recorded one (assembled messages, model name and
+    parameters), so only the model's sampling is live; with the prompt live, today's
+    rendered prompt with the recorded model; with the model live, the recorded messages
+    with today's model name and parameters. A call whose inputs differ from the recorded
+    ones renders today's prompt (the recorded one does not fit it), with the recorded
+    model while the model is frozen. Without it a frozen model serves the recorded
+    response and a live model sends today's request, prompt included."""
 
     @property
     def all_frozen(self) -> bool:
-        """Every dimension frozen and no node live."""
-        return set(self.frozen) == set(DIMENSIONS) and not self.live_nodes
+        """Every dimension frozen, no node live and nothing resampled."""
+        return set(self.frozen) == set(DIMENSIONS) and not self.live_nodes and not self.resample
 
     def unfreeze(self, *dims: Dimension) -> ReplayMode:
         """The same mode with ``dims`` live."""
