@@ -1,10 +1,11 @@
 """``quiver attribute TRACES --spec SPEC``: which dimension each node's divergence comes from.
 
 Replays the traces against the spec's pipeline and endpoint with every dimension frozen
-(each must reproduce), with LLM sampling live, and with retrieval and tools live in turn
-on top of sampling, ``--repeats`` times each (:func:`quiver.experiments.attribute`);
-writes ``attribution.json`` and ``attribution.md`` to ``--out``. Exit 1 when a trace
-does not reproduce frozen.
+(each must reproduce), with LLM sampling live (the recorded requests sent again), and
+with retrieval, tools, prompt and model live in turn on top of sampling (``--dimensions``
+chooses which), ``--repeats`` times each (:func:`quiver.experiments.attribute`); writes
+``attribution.json`` and ``attribution.md`` to ``--out``. Exit 1 when a trace does not
+reproduce frozen or a line of the corpus cannot be read.
 """
 
 from __future__ import annotations
@@ -17,21 +18,30 @@ from .common import EXIT_OK, EXIT_PROBLEMS, checked_override
 
 __all__ = ["add_parser", "command"]
 
+DIMENSION_CONDITIONS = ("retrieval", "tools", "prompt", "model")
+"""``quiver.experiments._attribute.DIMENSION_CONDITIONS``, spelt out: the CLI imports no
+engine module before a command runs."""
+
 
 def add_parser(sub: Any) -> None:
     """Register ``quiver attribute``."""
     att = sub.add_parser(
         "attribute",
-        help="attribute each node's divergence to sampling, retrieval or tools by replay",
+        help="attribute each node's divergence to sampling, retrieval, tools, prompt or model by replay",
         description=(
-            "Replay recorded traces with every dimension frozen, with model sampling live, then with "
-            "retrieval and tools live in turn against the spec's current pipeline; per node the "
-            "divergence rate of each condition and the increment over sampling, with 95%% intervals."
+            "Replay recorded traces with every dimension frozen, with model sampling live (the recorded "
+            "requests sent again), then with retrieval, tools, prompt and model live in turn against the "
+            "spec's current pipeline; per node the divergence rate of each condition and the increment "
+            "over sampling, with 95%% intervals."
         ),
     )
     att.add_argument("traces", type=Path, help="the recorded corpus (traces.jsonl)")
     att.add_argument("--spec", type=Path, required=True, help="the recording spec: pipeline and llm")
     att.add_argument("--repeats", type=int, default=3, help="replays per trace and live condition (default 3)")
+    att.add_argument(
+        "--dimensions", default=",".join(DIMENSION_CONDITIONS), metavar="DIMS",
+        help=f"the dimensions to unfreeze in turn, comma-separated (default {','.join(DIMENSION_CONDITIONS)})",
+    )
     att.add_argument("--out", type=Path, default=Path("runs/attribution"), help="output folder")
     att.set_defaults(handler=command)
 
@@ -46,6 +56,7 @@ def command(args: argparse.Namespace) -> int:
     from quiver.replay import load_pipeline
 
     repeats = checked_override(RecordSpec, "repeats", args.repeats, "--repeats")
+    dimensions = _dimensions(args.dimensions)
     spec = load_spec(RecordSpec, args.spec)
     if not args.traces.is_file():
         raise QuiverError(f"{args.traces}: no such corpus file; give the traces.jsonl that quiver record wrote")
@@ -54,10 +65,24 @@ def command(args: argparse.Namespace) -> int:
         raise QuiverError(f"{args.traces}: holds no readable trace")
     fn = load_pipeline(spec.pipeline, args.spec.parent)
     with open_llm(spec.llm, args.spec.parent) as client:
-        result = attribute(loaded.traces, fn, client=client, repeats=repeats or 3, seed=spec.seed,
-                           concurrency=spec.concurrency)
+        result = attribute(loaded.traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
+                           seed=spec.seed, concurrency=spec.concurrency)
     js, md = write_attribution(result, args.out)
     print(f"{result.reproduced} traces reproduced frozen, {len(result.not_reproduced)} did not; "
           f"LLM calls by condition: {result.llm_calls}")
     print(f"attribution: {js}\nreport: {md}")
     return EXIT_PROBLEMS if result.not_reproduced or loaded.errors else EXIT_OK
+
+
+def _dimensions(text: str) -> list[str]:
+    """``--dimensions``: some of the dimensions, comma-separated, none twice."""
+    from quiver._errors import QuiverError
+
+    dims = [d.strip() for d in text.split(",") if d.strip()]
+    wrong = [d for d in dims if d not in DIMENSION_CONDITIONS]
+    if not dims or wrong or len(set(dims)) != len(dims):
+        what = f"{wrong[0]!r} is not a dimension" if wrong else "a dimension given twice" if dims else "none given"
+        raise QuiverError(
+            f"--dimensions {text!r}: {what}; give some of {','.join(DIMENSION_CONDITIONS)}, comma-separated"
+        )
+    return dims

@@ -1,18 +1,24 @@
-"""``quiver attribute`` on the support bot: recorded at v1, replayed against the v1 and
-the v2-retrieval deployments (a subset of inputs, R = 2)."""
+"""``quiver attribute`` on the support bot: recorded at v1, replayed against the v1
+deployment and against each single v2 change (a subset of inputs, R = 2). The inputs
+include the seven whose planner decision the v2 model moves (``deployment_truth model``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fuzzing import run_cli
 
 from quiver.experiments import main
 
 SPECS = Path(__file__).resolve().parents[2] / "experiments" / "support_bot"
 INPUTS = ("twoterm-archive-workspace", "twoterm-restore-workspace", "twoterm-lock-board", "twoterm-archive-task",
-          "howto-reset-password", "howto-import-trello", "twoterm-mute-task", "twoterm-share-task")
+          "howto-reset-password", "howto-import-trello", "twoterm-mute-task", "twoterm-share-task",
+          "web-eu-outage", "web-down-now", "followup-export-mobile", "followup-recurring-two-weeks",
+          "followup-token-limit", "near2-storage-export-months", "near1-export-12-months")
+UPSTREAM_OF_PLANNER = ("rewriter", "signal_analysis", "context_sufficiency", "route")
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +34,74 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "rec" / "traces.jsonl"
 
 
-def _attribute(corpus: Path, spec: str, out: Path) -> dict:
-    assert main(["attribute", str(corpus), "--spec", str(SPECS / spec), "--repeats", "2", "--out", str(out)]) == 0
-    return json.loads((out / "attribution.json").read_text())["nodes"]
+def _attribute(corpus: Path, spec: str, out: Path, *dims: str) -> dict[str, Any]:
+    extra = ["--dimensions", ",".join(dims)] if dims else []
+    argv = ["attribute", str(corpus), "--spec", str(SPECS / spec), "--repeats", "2", "--out", str(out), *extra]
+    assert main(argv) == 0
+    found: dict[str, Any] = json.loads((out / "attribution.json").read_text())
+    return found
 
 
-def _contains_zero(entry: dict) -> bool:
+def _contains_zero(entry: dict[str, Any]) -> bool:
     low, high = entry["increment_ci"] or (entry["increment"], entry["increment"])
-    return low <= 0 <= high
+    return bool(low <= 0 <= high)
 
 
-def test_unchanged_deployment_attributes_nothing_to_retrieval_or_tools(corpus: Path, tmp_path: Path) -> None:
-    nodes = _attribute(corpus, "record.yaml", tmp_path)
-    for node, found in nodes.items():
-        for dim in ("retrieval", "tools"):
-            assert _contains_zero(found["increments"][dim]), (node, dim, found["increments"][dim])
+def test_unchanged_deployment_attributes_nothing_to_any_dimension(corpus: Path, tmp_path: Path) -> None:
+    found = _attribute(corpus, "record.yaml", tmp_path)
+    assert found["conditions"] == ["frozen", "sampling", "retrieval", "tools", "prompt", "model"]
+    assert found["reproduced"] == len(INPUTS)
+    nodes = found["nodes"]
+    for node, entry in nodes.items():
+        for dim in ("retrieval", "tools", "prompt", "model"):
+            assert _contains_zero(entry["increments"][dim]), (node, dim, entry["increments"][dim])
+            # today's requests are the recorded ones: each replay is sampling's, call for call
+            assert entry["increments"][dim]["increment"] == 0, (node, dim)
+    # sampling is live (the simulator's nondeterminism moves some outputs), frozen is not
+    assert any(entry["rates"]["sampling"]["rate"] > 0 for entry in nodes.values())
+    assert all(entry["rates"]["frozen"]["rate"] == 0 for entry in nodes.values())
+    # every request of a dimension's condition is one sampling sent: the cache answers it
+    calls = found["llm_calls"]
+    assert calls["frozen"] == 0 and calls["sampling"] > 0
+    assert all(calls[d] == 0 for d in ("retrieval", "tools", "prompt", "model")), calls
+    md = (tmp_path / "attribution.md").read_text()
+    assert "| node | rate sampling | rate retrieval | rate tools | rate prompt | rate model |" in md
 
 
 def test_v2_index_is_attributed_to_retrieval_at_discovery_and_downstream_only(corpus: Path, tmp_path: Path) -> None:
-    nodes = _attribute(corpus, "record_v2_retrieval.yaml", tmp_path)
+    nodes = _attribute(corpus, "record_v2_retrieval.yaml", tmp_path, "retrieval", "tools")["nodes"]
     for node in ("discovery", "planner"):
         assert nodes[node]["increments"]["retrieval"]["increment_ci"][0] > 0, (node, nodes[node])
-    for node in ("rewriter", "signal_analysis", "context_sufficiency", "route"):
+    for node in UPSTREAM_OF_PLANNER:
         assert nodes[node]["increments"]["retrieval"]["increment"] == 0, (node, nodes[node])
     assert all(_contains_zero(found["increments"]["tools"]) for found in nodes.values())
+
+
+def test_v2_prompt_is_attributed_to_prompt_at_the_composer_only(corpus: Path, tmp_path: Path) -> None:
+    found = _attribute(corpus, "record_v2_prompt.yaml", tmp_path, "prompt")
+    nodes = found["nodes"]
+    composer = nodes["composer"]
+    assert composer["increments"]["prompt"]["increment_ci"][0] > 0, composer
+    # sampling sends the recorded prompt, so today's template does not leak into it
+    assert composer["rates"]["sampling"]["rate"] < composer["rates"]["prompt"]["rate"]
+    for node, entry in nodes.items():
+        if node != "composer":
+            assert entry["increments"]["prompt"]["increment"] == 0, (node, entry)
+    assert 0 < found["llm_calls"]["prompt"] < found["llm_calls"]["sampling"]
+
+
+def test_v2_model_is_attributed_to_model_at_the_planner_and_not_upstream(corpus: Path, tmp_path: Path) -> None:
+    nodes = _attribute(corpus, "record_v2_model.yaml", tmp_path, "model")["nodes"]
+    assert nodes["planner"]["increments"]["model"]["increment_ci"][0] > 0, nodes["planner"]
+    for node in UPSTREAM_OF_PLANNER:
+        assert nodes[node]["increments"]["model"]["increment"] == 0, (node, nodes[node])
+
+
+@pytest.mark.parametrize("dims", ["", "prompt,prompt", "sampling", "retrieval,weather", " , "])
+def test_dimensions_that_do_not_exist_are_refused_in_one_line(corpus: Path, tmp_path: Path, dims: str) -> None:
+    result = run_cli(["attribute", str(corpus), "--spec", str(SPECS / "record.yaml"), "--dimensions", dims,
+                      "--out", str(tmp_path)])
+    assert result.code == 2
+    [line] = result.error_lines()
+    assert "--dimensions" in line and "retrieval,tools,prompt,model" in line, line
+    assert not (tmp_path / "attribution.json").exists()
