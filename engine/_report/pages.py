@@ -138,17 +138,26 @@ def _dose(p: Any) -> str | None:
     b = p.beta_shape
     if not b.bins:
         return None
-    steps = [svg.Step((x.lo + x.hi) / 2, f"step {x.step}" if x.step is not None else f"bin {x.bin}", x.rate.value,
+    ladder = b.bin_rule == "ladder"
+    steps = [svg.Step(float(i) if ladder else (x.lo + x.hi) / 2,
+                      f"step {x.step}" if x.step is not None else f"bin {x.bin}", x.rate.value,
                       x.rate.ci[0] if x.rate.ci else None, x.rate.ci[1] if x.rate.ci else None,
-                      x.control_rate.value, x.qualifies) for x in b.bins]
+                      x.control_rate.value, x.qualifies) for i, x in enumerate(b.bins)]
     band = p.control_replays.rates.d_shape.ci if p.control_replays is not None else None
-    label = f"beta_shape = {'≤ ' if b.upper_bound else ''}{fmt(b.value)}" if b.value is not None else ""
-    unit = "step" if b.bin_rule == "ladder" else "bin"
+    label = f"beta_shape {'≤' if b.upper_bound else '='} {fmt(b.value)}" if b.value is not None else ""
+    threshold = b.value
+    ticks = None
+    if ladder:  # the steps' magnitudes overlap: one position per step, the threshold at its step
+        ticks = [(float(i), f"step {x.step}", f"{fmt(x.lo)}–{fmt(x.hi)}") for i, x in enumerate(b.bins)]
+        threshold = next((float(i) for i, x in enumerate(b.bins) if b.value is not None
+                          and x.lo <= b.value <= x.hi and x.qualifies), None)
+    unit = "step" if ladder else "bin"
     chart = svg.dose_response(f"dose-{p.id}", f"{p.id}: D_shape rate by {b.bin_rule} {unit}", steps,
-                              control_band=band, threshold=b.value, threshold_label=label, event="D_shape")
-    note = (f"Each point is a {b.bin_rule} {unit} placed at the middle of its "
-            "magnitudes, with its 95% interval; a filled circle is a step whose excess over its own traces' control "
-            f"qualifies. {b.reason or ''}")
+                              control_band=band, threshold=threshold, threshold_label=label, event="D_shape",
+                              ticks=ticks)
+    where = "at its step" if ladder else "at the middle of its magnitudes"
+    note = (f"Each point is a {b.bin_rule} {unit}, placed {where}, with its 95% interval; a filled circle is a "
+            f"{unit} whose excess over its own traces' control qualifies. {b.reason or ''}")
     return _figure(chart, note)
 
 

@@ -156,7 +156,7 @@ def interval_chart(name: str, title: str, rows: Sequence[Interval], *, axis: str
     row_h = 22
     top = 42
     width = label_w + plot_w + note_w + 20
-    height = top + row_h * max(1, len(rows)) + 48 + (18 if legend else 0)
+    height = top + row_h * max(1, len(rows)) + 48 + (18 if legend or band_label else 0)
     values = [v for r in rows for v in (r.value, r.lo, r.hi) if v is not None and math.isfinite(v)]
     values += [v for v in (*(band or ()), line) if v is not None]
     low = lo if lo is not None else min(values + [0.0])
@@ -195,7 +195,9 @@ def interval_chart(name: str, title: str, rows: Sequence[Interval], *, axis: str
         body += [_marker(shape, x + 5, height - 12, color, r=4), _text(x + 14, height - 8, text, size=10)]
         x += 30 + 6.2 * len(text)
     if band_label and band is not None:
-        body.append(_text(label_w + plot_w + 10, top - 9, f"hatched: {band_label}", size=9.5, color=GREY))
+        body += [f'<rect x="{_n(x)}" y="{_n(height - 18)}" width="11" height="11" fill="url(#{name}-hatch)" '
+                 f'stroke="{GREY}"/>', _text(x + 15, height - 8, band_label, size=10)]
+        x += 30 + 6.2 * len(band_label)
     return _svg(name, title, max(width, x + 10), height, body)
 
 
@@ -216,13 +218,16 @@ class Step:
 
 
 def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band: tuple[float, float] | None,
-                  threshold: float | None, threshold_label: str, event: str) -> str:
+                  threshold: float | None, threshold_label: str, event: str,
+                  ticks: Sequence[tuple[float, str, str]] | None = None) -> str:
     """Event rate against magnitude: filled circles (open squares where the step's excess
     over its control does not qualify) with intervals, joined; the control's rate per step
     as a dashed line with triangles; the control replays' interval as a hatched band; the
-    threshold as a vertical line labelled with its value."""
+    threshold as a vertical line labelled with its value. With ``ticks`` (position, name,
+    magnitudes) the x axis is one position per step, each named with its magnitudes (a
+    ladder's steps span overlapping magnitudes), and ``threshold`` is a position."""
     left, plot_w, top, plot_h = 58, 440, 34, 210
-    width, height = left + plot_w + 190, top + plot_h + 62
+    width, height = left + plot_w + 190, top + plot_h + (62 if ticks is None else 72)
     mags = [s.magnitude for s in steps] + ([threshold] if threshold is not None else [])
     x_lo, x_hi = min(mags + [0.0]), max(mags + [1e-9])
     pad = (x_hi - x_lo) * 0.06 or 0.05
@@ -230,7 +235,18 @@ def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band:
     ys = _Scale(0.0, 1.0, top + plot_h, top)
     body = [_HATCH.format(id=f"{name}-hatch", color=GREY), _text(8, 16, title, size=12.5, weight="bold")]
     body += _axis_y(ys, left, f"{event} rate", left + plot_w)
-    body += _axis_x(xs, top + plot_h, "magnitude d_i at the target", top)
+    if ticks is None:
+        body += _axis_x(xs, top + plot_h, "magnitude d_i at the target", top)
+    else:
+        y = top + plot_h
+        body.append(_line(xs.a, y, xs.b, y))
+        for pos, label, span in ticks:
+            x = xs(pos)
+            body += [_line(x, top, x, y, color=GRID), _line(x, y, x, y + 4),
+                     _text(x, y + 15, label, size=10, anchor="middle"), _text(x, y + 28, span, size=9, anchor="middle",
+                                                                              color=GREY)]
+        body.append(_text((xs.a + xs.b) / 2, y + 44, "ladder step (its magnitudes d_i at the target)", size=11,
+                          anchor="middle"))
     if control_band is not None:
         y0, y1 = ys(control_band[1]), ys(control_band[0])
         body.append(f'<rect x="{left}" y="{_n(y0)}" width="{plot_w}" height="{_n(max(1.0, y1 - y0))}" '
@@ -256,6 +272,8 @@ def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band:
         x = xs(threshold)
         body += [_line(x, top, x, top + plot_h, color=RED, width=2, dash="2 2"),
                  _text(x + 4, top + 11, threshold_label, size=10, color=RED, weight="bold")]
+    elif threshold_label:  # a value the steps' positions cannot place
+        body.append(_text(left + 6, top + 11, threshold_label, size=10, color=RED, weight="bold"))
     lx, ly = left + plot_w + 14, top + 8
     legend = [("circle", BLUE, f"{event} rate, excess qualifies"), ("square", BLUE, "rate, does not qualify"),
               ("triangle", GREY, "control rate of the step's traces")]

@@ -121,6 +121,27 @@ def test_the_summary_in_report_html_equals_campaign_json(support_bot_run: Path) 
     assert f'id="control-replays" data-value="{controls}"' in html
 
 
+def test_each_dose_response_marks_the_threshold_campaign_json_gives(support_bot_run: Path) -> None:
+    from quiver._stats import fmt
+
+    raw = json.loads((support_bot_run / "campaign.json").read_text())
+    html = (support_bot_run / "report.html").read_text()
+    ladders = 0
+    for p in raw["perturbations"]:
+        beta = p["beta_shape"]
+        if not beta["bins"]:
+            continue
+        start = html.index(f'data-plot="dose-{p["id"]}"')
+        chart = html[start:html.index("</svg>", start)]
+        assert chart.count("<circle") + chart.count('fill="white" stroke="#1f5fa8"') >= len(beta["bins"])
+        if beta["value"] is not None:
+            assert f"beta_shape {'≤' if beta['upper_bound'] else '='} {fmt(beta['value'])}" in chart
+        if beta["bin_rule"] == "ladder":
+            ladders += 1
+            assert all(f"step {b['step']}" in chart for b in beta["bins"])
+    assert ladders >= 1  # fragments-drop
+
+
 def test_report_md_opens_with_the_summary_and_links_only_images_that_exist(support_bot_run: Path) -> None:
     import re
 
@@ -300,7 +321,7 @@ def garble_sources(support_bot_run: Path, quickstart: Path, gate_dir: Path, tmp_
     return out
 
 
-@settings(parent=FUZZ, max_examples=160)
+@settings(parent=FUZZ, max_examples=120)
 @given(kind=st.sampled_from(["analysis", "analysis", "gate", "gate", "campaign"]), seed=st.integers(0, 2**32),
        junk=_JUNK, raw=st.one_of(st.none(), st.binary(max_size=40)))
 def test_garbled_report_json_is_rendered_or_refused_in_one_line(
