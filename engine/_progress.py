@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "StageProgress"]
 
 
 class Progress:
@@ -80,6 +80,51 @@ class Progress:
             return
         self._stream.write(f"\r\x1b[2K{text}" if self._tty else text + "\n")
         self._stream.flush()
+
+
+class StageProgress:
+    """Progress lines of a job in stages (an analysis: embedding, distances, estimates),
+    as :func:`quiver.analyze`'s ``progress(stage, done, total)`` reports them: one line
+    per stage every ``interval_s`` at most, and its last one; :meth:`say` prints what
+    is being done where there is nothing to count (a model loading).
+
+    Args:
+        label: The line's prefix ("analyze", "analysis").
+        stream: Where to print; ``None`` prints nothing.
+    """
+
+    INCREMENTAL = frozenset({"embedding"})
+    """Stages reported as counts of items done since the last call (embedded batches);
+    the others report the count done so far."""
+
+    def __init__(self, label: str, stream: TextIO | None = sys.stderr, interval_s: float = 2.0) -> None:
+        self.label = label
+        self._stream = stream
+        self._interval = interval_s
+        self._last: dict[str, float] = {}
+        self._done: Counter[str] = Counter()
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        """Print ``LABEL: TEXT``."""
+        if self._stream is not None:
+            with self._lock:
+                self._stream.write(f"{self.label}: {text}\n")
+                self._stream.flush()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        with self._lock:
+            if stage in self.INCREMENTAL:
+                self._done[stage] += done
+                done = self._done[stage]
+            now = time.monotonic()
+            if self._stream is None or (done < total and now - self._last.get(stage, 0.0) < self._interval):
+                return
+            self._last[stage] = now
+            self._stream.write(f"{self.label}: {stage} {min(done, total)}/{total}  "
+                               f"elapsed {_duration(now - self._t0)}\n")
+            self._stream.flush()
 
 
 def _duration(seconds: float) -> str:

@@ -20,6 +20,7 @@ from .io import (
     iter_traces,
     load_traces,
     parse_line,
+    read_corpus,
     trace_to_line,
     write_traces,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "parse_line",
     "iter_traces",
     "load_traces",
+    "read_corpus",
     "TraceLoad",
     "TraceWriter",
     "write_traces",

@@ -43,6 +43,7 @@ __all__ = [
     "trace_to_line",
     "format_loc",
     "check_trace_file",
+    "read_corpus",
 ]
 
 OnError = Literal["raise", "skip"] | Callable[[TraceFormatError], None]
@@ -349,6 +350,38 @@ def load_traces(path: str | os.PathLike[str]) -> TraceLoad:
     result = TraceLoad()
     result.traces = list(iter_traces(path, on_error=result.errors.append))
     return result
+
+
+def read_corpus(
+    paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None], *, what: str = "trace"
+) -> tuple[list[Trace], int]:
+    """Every readable trace of ``paths``, and how many lines were skipped: the rule of
+    every command that reads a corpus. A bad line costs only itself: ``warn`` gets one
+    line naming its file and line (``FILE:LINE: REASON; the line is skipped``) and the
+    reading goes on; the command then ends with exit 1 (done, with problems).
+
+    Raises:
+        QuiverError: A file cannot be opened or holds no line, or no line of any file
+            reads (exit 2: there is nothing to work on); the message names the files and
+            the first bad line.
+    """
+    files = [Path(p) for p in paths]
+    for path in files:
+        check_trace_file(path)
+    traces: list[Trace] = []
+    errors: list[TraceFormatError] = []
+    for path in files:
+        loaded = load_traces(path)
+        if not loaded.traces and not loaded.errors:
+            raise QuiverError(f"trace file {path} holds no trace; record a corpus into it with `quiver record`")
+        for err in loaded.errors:
+            warn(f"{err}; the line is skipped")
+        errors.extend(loaded.errors)
+        traces.extend(loaded.traces)
+    if not traces:
+        names = ", ".join(map(str, files))
+        raise QuiverError(f"no {what} in {names}: {len(errors)} bad line(s), none that reads (the first: {errors[0]})")
+    return traces, len(errors)
 
 
 class TraceWriter:

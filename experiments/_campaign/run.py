@@ -48,7 +48,7 @@ from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, seen_part
 from quiver._observational import Profile, analyze
-from quiver._progress import Progress
+from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
 from quiver._trace import Redactor, Trace, load_traces
 from quiver._yamlspec import load_spec
@@ -218,9 +218,12 @@ class CampaignRun:
         """The baseline's observational profile with the spec's analysis options, written
         to ``folder`` (default ``OUTPUT/observational``)."""
         analysis = self.spec.analysis
+        progress = StageProgress("analysis", self.stream)
+        progress.say(f"the observational profile of {len(traces)} baseline traces (the embedding model loads "
+                     "first when a text is not in the cache)")
         profile = analyze(
             traces, graph, epsilon=analysis.epsilon, alphas=analysis.alphas, resamples=analysis.resamples,
-            seed=analysis.seed, embedder=analysis.embedder, cache_dir=analysis.cache_dir,
+            seed=analysis.seed, embedder=analysis.embedder, cache_dir=analysis.cache_dir, progress=progress,
         )
         _write_profile_once(profile, folder if folder is not None else self.out / "observational")
         return profile
@@ -270,8 +273,8 @@ class CampaignRun:
         ledger_path = out / "ledger.sqlite"
         if ledger_path.exists() and not resume:
             raise QuiverError(
-                f"{out} holds a campaign's ledger already: `quiver run {self.path} --resume` finishes it, "
-                "or set another output folder"
+                f"{out} holds a campaign's ledger already: `quiver run {self.path} --output {out} --resume` "
+                "finishes it; or give another --output"
             )
         # nothing is written to the output folder before the baseline is loaded and checked
         traces = self.checked_baseline() if self.spec.baseline is not None else None

@@ -4,41 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_OK
+from .common import EXIT_OK, EXIT_PROBLEMS
 
 if TYPE_CHECKING:
     from quiver._graph import PipelineGraph
+    from quiver._trace import Trace
 
 __all__ = ["add_parser", "command"]
 
 
-class _StageProgress:
-    """Progress lines per stage (embedding, distances, estimates) on stderr."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self._last: dict[str, float] = {}
-        self._t0 = time.monotonic()
-        self._lock = threading.Lock()
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self.quiet:
-            return
-        with self._lock:
-            now = time.monotonic()
-            if done < total and now - self._last.get(stage, 0.0) < 2.0:
-                return
-            self._last[stage] = now
-            elapsed = now - self._t0
-            print(f"analyze: {stage} {done}/{total}  elapsed {elapsed:.0f}s", file=sys.stderr, flush=True)
-
-
-def _base_graph(args: argparse.Namespace) -> PipelineGraph | None:
+def _base_graph(args: argparse.Namespace, traces: list[Trace]) -> PipelineGraph | None:
     from quiver._graph import load_graph
 
     if args.graph is not None:
@@ -47,18 +25,17 @@ def _base_graph(args: argparse.Namespace) -> PipelineGraph | None:
         from quiver.replay import declared_graph, load_pipeline
 
         load_pipeline(args.pipeline, Path.cwd())
-        return _ran_only(declared_graph(), args.traces)
+        return _ran_only(declared_graph(), traces)
     return None
 
 
-def _ran_only(graph: PipelineGraph, files: list[Path]) -> PipelineGraph:
+def _ran_only(graph: PipelineGraph, traces: list[Trace]) -> PipelineGraph:
     """The declared types of the nodes that ran in these traces (not a branch never
     taken, nor a node of another pipeline in the same module). Edges are left to the
     recorded parents, which already hold every declared ``parents=``."""
     from quiver._graph import PipelineGraph
-    from quiver._trace import iter_traces
 
-    ran = {c.node for path in files for t in iter_traces(path) for c in t.calls}
+    ran = {c.node for t in traces for c in t.calls}
     return PipelineGraph(nodes={n: spec for n, spec in graph.nodes.items() if n in ran})
 
 
@@ -73,8 +50,9 @@ def add_parser(sub: Any) -> None:
             "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
             "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
             "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
-            "report.md and PNG plots to --out. A trace line that cannot be read stops it with "
-            "FILE:LINE: REASON (exit 2); `quiver validate` lists every bad line."
+            "report.md and PNG plots to --out (its files are replaced when it holds them already). "
+            "A trace line that cannot be read is skipped with one warning naming FILE:LINE "
+            "(exit 1 at the end); a corpus in which no line reads is exit 2."
         ),
     )
     ana.add_argument("traces", type=Path, nargs="+", help="trace files (JSONL, .gz accepted)")
@@ -97,10 +75,11 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver analyze`` from parsed arguments; returns the exit code."""
-    from quiver._compare import first_divergence_json
+    from quiver._compare import first_divergence_table
     from quiver._observational import analyze
+    from quiver._progress import StageProgress
     from quiver._report import write_profile
-    from quiver._trace import check_trace_file
+    from quiver._trace import check_trace_file, read_corpus
 
     for path in args.traces:
         check_trace_file(path)  # a missing file, a folder: one line, before any work
@@ -109,15 +88,21 @@ def command(args: argparse.Namespace) -> int:
 
         what = "is a folder" if args.golden.is_dir() else "does not exist"
         raise QuiverError(f"golden file {args.golden} {what}; give a JSONL file of {{input_id, node, output}} lines")
+    progress = StageProgress("analyze", None if args.quiet else sys.stderr)
     kwargs: dict[str, Any] = {
         "epsilon": args.epsilon, "resamples": args.resamples, "seed": args.seed,
         "embedder": args.embedder, "cache_dir": args.cache,
-        "progress": _StageProgress(args.quiet), "golden": args.golden,
+        "progress": progress, "golden": args.golden,
     }
     if args.alpha:
         kwargs["alphas"] = args.alpha
-    profile = analyze([str(p) for p in args.traces], _base_graph(args), **kwargs)
-    profile.data["first_divergence"] = first_divergence_json(args.traces, resamples=args.resamples, seed=args.seed)
+    traces, skipped = read_corpus(args.traces, lambda m: print(f"quiver analyze: warning: {m}", file=sys.stderr))
+    progress.say(f"{len(traces)} traces read; pairing them and embedding their texts (the embedding model "
+                 f"{args.embedder or 'all-MiniLM-L6-v2'} loads first when a text is not in the cache)")
+    profile = analyze(traces, _base_graph(args, traces), **kwargs)
+    profile.data["first_divergence"] = first_divergence_table(traces, resamples=args.resamples, seed=args.seed).data
+    progress.say(f"writing the profile{', the report and the plots' if not args.no_plots else ' and the report'} "
+                 f"to {args.out}")
     written = write_profile(profile, args.out, plots=not args.no_plots)
     data = profile.to_json()
     emb = data["embedding"]
@@ -128,4 +113,8 @@ def command(args: argparse.Namespace) -> int:
     )
     for path in written:
         print(path)
+    if skipped:
+        print(f"quiver analyze: {skipped} bad trace line(s) skipped (named above); `quiver validate` lists them",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
     return EXIT_OK

@@ -84,21 +84,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _traces(files: list[Path], limit: int | None) -> tuple[list[Trace], int]:
-    """The traces to replay and how many bad lines were skipped (each reported on stderr)."""
-    from quiver._trace import check_trace_file, load_traces
+    """The traces to replay and how many bad lines were skipped (each named on stderr)."""
+    from quiver._trace import read_corpus
 
-    for path in files:
-        check_trace_file(path)
-    out: list[Trace] = []
-    skipped = 0
-    for path in files:
-        loaded = load_traces(path)
-        for err in loaded.errors:
-            print(f"skipped: {err}", file=sys.stderr)
-        skipped += len(loaded.errors)
-        out.extend(loaded.traces)
-    if not out:
-        raise QuiverError(f"no trace to replay in {', '.join(map(str, files))}")
+    out, skipped = read_corpus(files, lambda m: print(f"quiver replay: warning: {m}", file=sys.stderr),
+                               what="trace to replay")
     return (out[:limit] if limit is not None else out), skipped
 
 
@@ -181,17 +171,23 @@ def command(args: argparse.Namespace) -> int:
 def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Callable[[Trace, int], Any]) -> list[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from quiver._interrupt import Interrupted
     from quiver._progress import Progress
 
     progress = Progress("replays", len(jobs), stream=None if args.quiet else sys.stderr)
+    pool = ThreadPoolExecutor(max_workers=max(1, args.concurrency))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
-            futures = [pool.submit(run, trace, repeat) for trace, repeat in jobs]
-            results = []
-            for future in futures:
-                results.append(future.result())
-                progress.advance()
+        futures = [pool.submit(run, trace, repeat) for trace, repeat in jobs]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            progress.advance()
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: no new replay; those in flight make no new LLM attempt
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise Interrupted(f"interrupted: {progress.done:,} of {len(jobs):,} replays done; nothing was written "
+                          "(quiver replay writes its files once every replay is done): run it again") from None
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         progress.close()
     return results
 

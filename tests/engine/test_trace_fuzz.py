@@ -9,9 +9,9 @@ twice, and ``.gz`` files that are not gzip, truncated or corrupt.
 
 The contract, for every case: no traceback and no hang (:func:`fuzzing.run_cli`);
 ``validate`` names every bad line as ``FILE:LINE: ...`` and counts the others as valid;
-``analyze`` stops at the first bad line with that same message as its one error line;
-``replay --check`` reports each bad line as ``skipped: FILE:LINE: ...`` (the same
-messages), replays the rest and exits 1, or exits 2 with one line when nothing is left.
+``analyze`` and ``replay --check`` warn once per bad line with that same message
+(``quiver CMD: warning: FILE:LINE: ...; the line is skipped``), work on the rest and exit
+1, or exit 2 with one line naming the file and its first bad line when no line reads.
 Where the damage is known to spoil a line (not UTF-8, a parent cycle, ...), the message
 must say so on that line. Analysis uses a hashing embedder, so no model is loaded.
 """
@@ -288,11 +288,29 @@ def check_validate(path: Path, case: Case) -> tuple[list[str], int]:
     return messages, valid
 
 
-def check_analyze(path: Path, out: Path, messages: list[str]) -> None:
+def _warnings(result: CliResult, command: str) -> list[str]:
+    """The bad lines a command skipped, as it named them (one warning each)."""
+    prefix, suffix = f"quiver {command}: warning: ", "; the line is skipped"
+    found = [line for line in result.stderr.splitlines() if line.startswith(prefix)]
+    assert all(line.endswith(suffix) for line in found), result
+    return [line.removeprefix(prefix).removesuffix(suffix) for line in found]
+
+
+def _nothing_reads(result: CliResult, command: str, path: Path, messages: list[str], what: str) -> None:
+    """Every line bad: the warnings, then exit 2 naming the file and the first bad line."""
+    error = (f"no {what} in {path}: {len(messages)} bad line(s), none that reads (the first: {messages[0]})"
+             if messages else f"trace file {path} holds no trace; record a corpus into it with `quiver record`")
+    assert result.code == 2 and result.error_lines() == [f"quiver {command}: error: {error}"], result
+
+
+def check_analyze(path: Path, out: Path, messages: list[str], valid: int) -> None:
     result = run_cli(["analyze", str(path), "--out", str(out / "analysis"), "--cache", str(out / "cache"),
                       "--resamples", "20", "--no-plots", "--quiet"])
-    if messages:
-        assert result.code == 2 and result.error_lines() == [f"quiver analyze: error: {messages[0]}"], result
+    assert _warnings(result, "analyze") == messages, result
+    if not valid:
+        _nothing_reads(result, "analyze", path, messages, "trace")
+    elif messages:  # done with problems; or it could not run on the traces left (too few to pair, ...)
+        assert result.code == 1 or (result.code == 2 and len(result.error_lines()) == 1), result
     else:
         assert result.code in (0, 2), result
         assert result.code == 0 or len(result.error_lines()) == 1, result
@@ -300,10 +318,9 @@ def check_analyze(path: Path, out: Path, messages: list[str]) -> None:
 
 def check_replay(path: Path, messages: list[str], valid: int) -> None:
     result = run_cli(["replay", str(path), "--pipeline", PIPELINE, "--check", "--quiet"])
-    skipped = [line.removeprefix("skipped: ") for line in result.stderr.splitlines() if line.startswith("skipped: ")]
-    assert skipped == messages, result
+    assert _warnings(result, "replay") == messages, result
     if not valid:
-        assert result.code == 2 and result.error_lines() == [f"quiver replay: error: no trace to replay in {path}"]
+        _nothing_reads(result, "replay", path, messages, "trace to replay")
         return
     assert f"of {valid} traces reproduce exactly" in result.stdout, result
     assert result.code == 1 if messages else result.code in (0, 1), result
@@ -314,7 +331,7 @@ def run_case(case: Case, workdir: Path) -> None:
     path = workdir / f"case{case.suffix}"
     path.write_bytes(case.data)
     messages, valid = check_validate(path, case)
-    check_analyze(path, workdir, messages)
+    check_analyze(path, workdir, messages, valid)
     check_replay(path, messages, valid)
 
 
