@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,7 +45,12 @@ from quiver._stats import Estimate, GroupBootstrap
 from quiver._trace import Trace
 from quiver.replay import LLMClient, Replayer, ReplayMode, ResponseCache, llm
 
-__all__ = ["CONDITIONS", "DIMENSION_CONDITIONS", "Attribution", "attribute", "write_attribution"]
+if TYPE_CHECKING:
+    from quiver.experiments._config import CampaignSpec
+
+__all__ = [
+    "CONDITIONS", "DIMENSION_CONDITIONS", "Attribution", "attribute", "campaign_attribution", "write_attribution",
+]
 
 DIMENSION_CONDITIONS = ("retrieval", "tools", "prompt", "model")
 """The dimensions unfrozen one at a time on top of sampling."""
@@ -278,3 +283,24 @@ def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
     ]
     md.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return js, md
+
+
+def campaign_attribution(
+    spec: CampaignSpec, pipeline: Callable[..., Any], client: LLMClient, traces: Sequence[Trace], out: Path,
+) -> tuple[Path, Path] | None:
+    """The campaign spec's ``attribution:`` block, run over its baseline ``traces`` after
+    the campaign: :func:`attribute` with the block's dimensions and repeats (on at most
+    ``traces`` of them, a sample seeded by the spec's seed), written to
+    ``out/attribution``. None when the spec has no such block."""
+    block = spec.attribution
+    if block is None:
+        return None
+    usable = [t for t in traces if t.status == "ok"]
+    if block.traces is not None and block.traces < len(usable):
+        picked = np.random.default_rng(spec.seed).choice(len(usable), size=block.traces, replace=False)
+        usable = [usable[i] for i in sorted(picked)]
+    result = attribute(
+        usable, pipeline, client=client, repeats=block.repeats, dimensions=block.dimensions, seed=spec.seed,
+        concurrency=spec.executor.concurrency, resamples=spec.analysis.resamples,
+    )
+    return write_attribution(result, out / "attribution")

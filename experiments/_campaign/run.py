@@ -265,6 +265,8 @@ class CampaignRun:
                 (:class:`~quiver.experiments._campaign.ledger.LedgerError`), or it holds
                 replays this spec would not make as they are.
         """
+        from quiver.experiments._attribute import campaign_attribution
+
         from .results import replay_failures_logged, write_results, write_summary
 
         t0 = time.perf_counter()
@@ -304,6 +306,7 @@ class CampaignRun:
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces, graph.graph)
+                    campaign_attribution(self.spec, self.fn, self._client(), traces, out)  # its attribution: block
         except Exception:
             if ledger is not None and not resume and len(ledger) == 0:
                 ledger.close()  # failed before its first replay: the corrected run starts afresh

@@ -54,6 +54,7 @@ __all__ = [
     "BudgetSpec",
     "PriceSpec",
     "AnalysisSpec",
+    "AttributionSpec",
     "CampaignSpec",
 ]
 
@@ -270,6 +271,37 @@ class GateSpec(_Spec):
     """The gate's folder (default: ``OUTPUT/gate``, beside the campaign's run folder)."""
 
 
+AttributedDimension = Literal["retrieval", "tools", "prompt", "model"]
+
+
+def _every_dimension() -> list[AttributedDimension]:
+    return ["retrieval", "tools", "prompt", "model"]
+
+
+class AttributionSpec(_Spec):
+    """Divergence attribution after the campaign (``quiver attribute`` over the baseline):
+    each baseline trace replayed against the spec's pipeline with every dimension
+    frozen, with model sampling live, then with each of ``dimensions`` live in turn;
+    ``attribution/attribution.json`` and ``attribution.md`` in the run folder."""
+
+    dimensions: list[AttributedDimension] = Field(default_factory=_every_dimension, min_length=1, max_length=4)
+    """The dimensions unfrozen one at a time on top of sampling, each once (default all
+    four: retrieval, tools, prompt, model)."""
+    repeats: int = Field(default=3, ge=1, le=10_000)
+    """Replays per trace and live condition, in [1, 10000]."""
+    traces: int | None = Field(default=None, ge=1, le=100_000_000)
+    """At most this many baseline traces, a sample seeded by the spec's ``seed`` (default:
+    every ok trace)."""
+
+    @field_validator("dimensions")
+    @classmethod
+    def _once_each(cls, value: list[str]) -> list[str]:
+        twice = sorted({d for d in value if value.count(d) > 1})
+        if twice:
+            raise ValueError(f"each dimension once; repeated: {', '.join(twice)}")
+        return value
+
+
 class CampaignSpec(RecordSpec):
     """A perturbation campaign (``quiver run``)."""
 
@@ -297,6 +329,9 @@ class CampaignSpec(RecordSpec):
     """Estimator options."""
     gate: GateSpec = Field(default_factory=GateSpec)
     """``quiver gate``: probes and levels of the pre-deployment check."""
+    attribution: AttributionSpec | None = None
+    """Divergence attribution over the baseline after the campaign (absent: none; ``{}``:
+    every dimension, 3 repeats)."""
     output: str = "runs/campaign"
     """The run folder (relative to the working directory)."""
 

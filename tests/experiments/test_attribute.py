@@ -4,10 +4,13 @@ include the seven whose planner decision the v2 model moves (``deployment_truth 
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fuzzing import run_cli
 
@@ -105,3 +108,78 @@ def test_dimensions_that_do_not_exist_are_refused_in_one_line(corpus: Path, tmp_
     [line] = result.error_lines()
     assert "--dimensions" in line and "retrieval,tools,prompt,model" in line, line
     assert not (tmp_path / "attribution.json").exists()
+
+
+def _campaign_spec(folder: Path, corpus: Path, attribution: str) -> Path:
+    """A campaign on four inputs of the corpus, recorded twice each, at the v2 prompt."""
+    spec = folder / "campaign.yaml"
+    lines = corpus.parent.parent.joinpath("inputs.jsonl").read_text().splitlines()
+    (folder / "inputs.jsonl").write_text("\n".join(lines[:4]) + "\n")
+    spec.write_text(
+        f"pipeline: {SPECS / 'pipeline.py'}:run_v2_prompt\n"
+        "name: support_bot\n"
+        f"llm: {{simulator: {{models: [{SPECS / 'sim_models.py'}], nondeterminism: 0.15}}, "
+        "model: support-bot-planner, params: {temperature: 0, seed: 42}}\n"
+        f"inputs: {folder / 'inputs.jsonl'}\nrepeats: 2\n"
+        "seed: 0\n"
+        f"graph: {SPECS / 'graph.yaml'}\n"
+        "perturbations:\n"
+        "  - {id: cs-override, node: context_sufficiency, op: override, params: {set: {sufficient: true}}}\n"
+        "replay: {controls: 0}\n"
+        "analysis: {resamples: 200}\n"
+        f"attribution: {attribution}\n"
+        f"output: {folder / 'run'}\n",
+        encoding="utf-8",
+    )
+    return spec
+
+
+@pytest.fixture
+def hashing_embedder() -> Iterator[None]:
+    """The campaign's analysis embeds texts with a hash instead of a model (what is
+    tested here is the attribution written after it)."""
+    import quiver._observational.profile as profile
+    import quiver.experiments._campaign.run as campaign_run
+    from quiver._distance.embed import FunctionEmbedder
+
+    def vectors(texts: list[str]) -> Any:
+        digests = [hashlib.sha256(t.encode("utf-8", "replace")).digest()[:16] for t in texts]
+        return np.array([list(d) for d in digests], dtype=float).reshape(len(texts), 16)
+
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (profile, campaign_run):
+            mp.setattr(module, "make_embedder", lambda spec: FunctionEmbedder(vectors, name="attribute-sha256"))
+        yield
+
+
+def test_campaign_attribution_block_writes_the_attribution_of_its_baseline(
+    corpus: Path, tmp_path: Path, hashing_embedder: None,
+) -> None:
+    spec = _campaign_spec(tmp_path, corpus, "{dimensions: [prompt, model], repeats: 2, traces: 6}")
+    assert main(["run", str(spec), "--quiet"]) == 0
+    found = json.loads((tmp_path / "run" / "attribution" / "attribution.json").read_text())
+    assert found["conditions"] == ["frozen", "sampling", "prompt", "model"] and found["repeats"] == 2
+    assert found["reproduced"] == 6
+    # the baseline was recorded by the same deployment: nothing to attribute
+    for node, entry in found["nodes"].items():
+        assert entry["increments"]["prompt"]["increment"] == 0 and entry["increments"]["prompt"]["increment_n"] == 12
+        assert entry["increments"]["model"]["increment"] == 0, node
+    assert found["llm_calls"]["sampling"] > 0 and found["llm_calls"]["prompt"] == 0
+    assert (tmp_path / "run" / "attribution" / "attribution.md").is_file()
+
+
+@pytest.mark.parametrize(("block", "field"), [
+    ("{dimensions: [weather]}", "attribution.dimensions"),
+    ("{dimensions: [prompt, prompt]}", "attribution.dimensions"),
+    ("{dimensions: []}", "attribution.dimensions"),
+    ("{repeats: 0}", "attribution.repeats"),
+    ("{repeats: '3'}", "attribution.repeats"),
+    ("{traces: 0}", "attribution.traces"),
+    ("{sampling: true}", "attribution.sampling"),
+])
+def test_campaign_attribution_block_is_strict(corpus: Path, tmp_path: Path, block: str, field: str) -> None:
+    result = run_cli(["run", str(_campaign_spec(tmp_path, corpus, block)), "--quiet"])
+    assert result.code == 2
+    [line] = result.error_lines()
+    assert field in line and "campaign.yaml:" in line, line
+    assert not (tmp_path / "run" / "attribution").exists()
