@@ -12,15 +12,16 @@
 
 from __future__ import annotations
 
-from .checks import check_spec
+from .checks import check_candidates, check_spec
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger, LedgerError
 from .plan import CampaignPlan, PlanRow, Usage, live_llm_calls, plan_campaign, plan_jobs
-from .results import PAIR_CHUNK, Pairer, write_results, write_summary
+from .results import PAIR_CHUNK, Pairer, failure_lines, write_results, write_summary
 from .run import CampaignResult, CampaignRun, run_campaign
 
 __all__ = [
     "check_spec",
+    "check_candidates",
     "Control",
     "controls",
     "distinct",
@@ -38,6 +39,7 @@ __all__ = [
     "plan_jobs",
     "PAIR_CHUNK",
     "Pairer",
+    "failure_lines",
     "write_results",
     "write_summary",
     "CampaignResult",

@@ -211,7 +211,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     _write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
-    _write_text(out / "report.md", campaign_markdown(estimates, observational))
+    _write_text(out / "report.md", campaign_markdown(data, observational))  # the failures' reasons too
     write_html(out, "campaign")
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)

@@ -51,7 +51,7 @@ def command(args: argparse.Namespace) -> int:
     import quiver
     from quiver._errors import QuiverError
     from quiver._yamlspec import load_spec
-    from quiver.experiments import attribute, write_attribution
+    from quiver.experiments._attribute import attribute, write_attribution
     from quiver.experiments._config import RecordSpec, open_llm
     from quiver.replay import load_pipeline
 

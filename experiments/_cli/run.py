@@ -80,8 +80,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver run``; return the exit code."""
     if args.plan:
         return plan(args)
-    from quiver.experiments._campaign import run_campaign
-    from quiver.experiments._campaign.results import failure_lines
+    from quiver.experiments._campaign import failure_lines, run_campaign
 
     result = run_campaign(
         args.spec, resume=args.resume, retry_failed=args.retry_failed, executor=args.executor,

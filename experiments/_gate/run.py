@@ -52,8 +52,7 @@ from quiver._interventional import (
 from quiver._progress import Progress
 from quiver._report import write_html
 from quiver._trace import Trace, load_traces
-from quiver.experiments._campaign import CampaignRun, eligible_traces, sample_traces
-from quiver.experiments._campaign.checks import check_candidates
+from quiver.experiments._campaign import CampaignRun, check_candidates, eligible_traces, sample_traces
 from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
 
 from .report import gate_junit, gate_markdown
