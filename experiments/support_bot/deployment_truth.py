@@ -17,9 +17,12 @@ surfaces, and what differs in its own recorded context says which dimension it i
 * ``prompt``: an LLM call's template hash differs;
 * ``model``: an LLM call's model name or reported version differs.
 
-With no backend noise nothing else can differ, so an input whose traces are equal is one
-the change does not reach (``cause`` None), and ``reached`` lists the nodes whose
-outputs differ anywhere in the trace (the change's downstream, the first node included).
+With no backend noise nothing else can differ, so an input whose outputs are all equal is
+one the change does not reach (``cause`` None, even when a call's context carries the
+change: a re-indexed fragment that is retrieved as before; ``changed_at`` names that
+call), and ``reached`` lists the nodes whose outputs differ anywhere in the trace (the
+change's downstream, the first node included). With two changes, the cause is the one
+whose call's output moves first, not the first whose context differs.
 These are what ``quiver diff`` must name and what ``quiver attribute`` must find.
 """
 
@@ -54,6 +57,8 @@ class Cause:
         node: The node of that first divergent call, or None.
         call_path: Its call path, or None.
         reached: The nodes whose output differs somewhere in the trace, sorted.
+        changed_at: The call path of the first call whose own recorded context carries
+            a change, whether or not its output moved; None when no context changed.
     """
 
     input_id: str
@@ -61,10 +66,11 @@ class Cause:
     node: str | None
     call_path: str | None
     reached: tuple[str, ...]
+    changed_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"input_id": self.input_id, "cause": self.cause, "node": self.node,
-                "call_path": self.call_path, "reached": list(self.reached)}
+                "call_path": self.call_path, "reached": list(self.reached), "changed_at": self.changed_at}
 
 
 def _inputs(records: Sequence[dict[str, Any]] | None) -> list[InputItem]:
@@ -120,23 +126,29 @@ def _own_change(before: Any, after: Any) -> str | None:
 
 
 def first_cause(before: quiver.Trace, after: quiver.Trace) -> Cause:
-    """The known cause of the differences between two argmax traces of one input."""
+    """The known cause of the differences between two argmax traces of one input: the
+    first call whose output differs, and the change in its own context (else in the
+    context of an earlier call, whose change it inherits)."""
     after_by_path = {c.call_path: c for c in after.calls}
     reached: set[str] = set()
-    first: tuple[str, str, str] | None = None
+    first: tuple[str | None, str, str] | None = None
+    context: tuple[str, str] | None = None
     for call in before.calls:
         other = after_by_path.get(call.call_path)
-        if other is None or not _same(call.output, other.output) or _context_differs(call, other):
-            if other is None or not _same(call.output, other.output):
-                reached.add(call.node)
-            cause = _own_change(call, other) if other is not None else None
-            if first is None and cause is not None:
-                first = (cause, call.node, call.call_path)
+        moved = other is None or not _same(call.output, other.output)
+        own = _own_change(call, other) if other is not None and (moved or _context_differs(call, other)) else None
+        if context is None and own is not None:
+            context = (own, call.call_path)
+        if moved:
+            reached.add(call.node)
+            if first is None:
+                first = (own or (context[0] if context else None), call.node, call.call_path)
     before_paths = {c.call_path for c in before.calls}
     reached |= {c.node for c in after.calls if c.call_path not in before_paths}
-    if first is None:
-        return Cause(before.input_id, None, None, None, tuple(sorted(reached)))
-    return Cause(before.input_id, first[0], first[1], first[2], tuple(sorted(reached)))
+    changed_at = context[1] if context else None
+    if first is None or first[0] is None:
+        return Cause(before.input_id, None, None, None, tuple(sorted(reached)), changed_at)
+    return Cause(before.input_id, first[0], first[1], first[2], tuple(sorted(reached)), changed_at)
 
 
 def _context_differs(before: Any, after: Any) -> bool:
@@ -175,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     deployments = [args.changes] if args.changes else [[d] for d in sb.DEPLOYMENT_DIMENSIONS]
     for changes in deployments:
         causes = deployment_causes(changes, baseline=baseline)
-        hit = [c for c in causes.values() if c.cause is not None]
-        moved = [c for c in hit if c.reached]
+        hit = [c for c in causes.values() if c.changed_at is not None]
+        moved = [c for c in causes.values() if c.cause is not None]
         print(f"v2 {'+'.join(changes)}: the change is in the context of {len(hit)} of {len(causes)} inputs "
               f"and moves an output in {len(moved)}")
         for c in hit:
-            print(f"    {c.input_id:34s} {c.cause:9s} at {c.call_path}; outputs differ at "
-                  f"{', '.join(c.reached) or 'none'}")
+            where = f"{c.cause:9s} at {c.call_path}" if c.cause else f"{'-':9s} at {c.changed_at} (context only)"
+            print(f"    {c.input_id:34s} {where}; outputs differ at {', '.join(c.reached) or 'none'}")
     return 0
 
 
