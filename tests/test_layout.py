@@ -1,15 +1,16 @@
 """The layout holds: one family per subpackage, private insides, one-way layers.
 
-Read from the source with ``ast`` (nothing is imported), over every module of the four
+Read from the source with ``ast`` (nothing is imported), over every module of the five
 packages:
 
 * **Layers.** ``quiver`` (the core) <- ``quiver.perturbations`` <- ``quiver.replay`` <-
+  ``quiver.integrations`` (the frameworks) <-
   ``quiver.experiments``: no module imports from a package above its own. Imports under
   ``if TYPE_CHECKING:`` never run and are not counted (the facade names the
   instrumentation API of ``quiver.replay`` there for type checkers; at run time it
   resolves it lazily by name).
 * **Families.** A family is a subpackage (``quiver._trace``) or a module of its own
-  (``quiver._graph``, ``quiver.replay._record``) directly under one of the four
+  (``quiver._graph``, ``quiver.replay._record``) directly under one of the five
   packages. Across families a module imports only from the family itself (its
   ``__init__``), never from one of its modules (``quiver._trace.io``), and never a name
   that starts with an underscore. Inside a family anything goes.
@@ -28,8 +29,9 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PACKAGES = {"engine": "quiver", "perturbations": "quiver.perturbations", "replay": "quiver.replay",
-            "experiments": "quiver.experiments"}
-LAYERS = {"quiver": 0, "quiver.perturbations": 1, "quiver.replay": 2, "quiver.experiments": 3}
+            "integrations": "quiver.integrations", "experiments": "quiver.experiments"}
+LAYERS = {"quiver": 0, "quiver.perturbations": 1, "quiver.replay": 2, "quiver.integrations": 3,
+          "quiver.experiments": 4}
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def modules() -> list[Module]:
 
 
 def top_package(module: str) -> str:
-    """The one of the four packages a module belongs to."""
+    """The one of the five packages a module belongs to."""
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) > 1 and ".".join(parts[:2]) in LAYERS else "quiver"
 
