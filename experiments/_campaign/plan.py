@@ -32,7 +32,7 @@ target, a range of the recorded paths, not a bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -161,13 +161,13 @@ class PlanRow:
         total.calls += self.operator_calls
         return total
 
-    def cost(self, prices: dict[str, PriceSpec] | None) -> tuple[float | None, list[str]]:
+    def cost(self, prices: Mapping[str, PriceSpec] | None) -> tuple[float | None, list[str]]:
         """The cost at ``prices`` and the models without a price (None: no prices)."""
         if prices is None:
             return None, []
         return _cost(self.by_model, prices)
 
-    def to_json(self, prices: dict[str, PriceSpec] | None) -> dict[str, Any]:
+    def to_json(self, prices: Mapping[str, PriceSpec] | None) -> dict[str, Any]:
         cost, unpriced = self.cost(prices)
         return {"id": self.id, "control": self.control, "jobs": self.jobs, **self.usage.to_json(),
                 "calls_min": self.calls_min, "calls_max": self.calls_max, "operator_calls": self.operator_calls,
@@ -175,7 +175,7 @@ class PlanRow:
                 "cost": cost, "unpriced_models": unpriced}
 
 
-def _cost(by_model: dict[str, Usage], prices: dict[str, PriceSpec]) -> tuple[float, list[str]]:
+def _cost(by_model: dict[str, Usage], prices: Mapping[str, PriceSpec]) -> tuple[float, list[str]]:
     total, unpriced = 0.0, []
     for model, u in sorted(by_model.items()):
         price = prices.get(model)
@@ -197,7 +197,7 @@ class CampaignPlan:
     rows: list[PlanRow]
     job_calls: list[tuple[str, int, int]]
     """Per job in job order: (row id, predicted calls, predicted tokens): where a budget stops."""
-    prices: dict[str, PriceSpec] | None = None
+    prices: Mapping[str, PriceSpec] | None = None
     budget: BudgetSpec = field(default_factory=BudgetSpec)
 
     @property
@@ -288,7 +288,7 @@ class CampaignPlan:
 
 
 def plan_jobs(jobs: Sequence[ReplayJob], traces: Iterable[Trace], mode: ReplayMode, *,
-              prices: dict[str, PriceSpec] | None = None, budget: BudgetSpec | None = None,
+              prices: Mapping[str, PriceSpec] | None = None, budget: BudgetSpec | None = None,
               controls: Iterable[str] = (), spec: str = "", baseline: str = "") -> CampaignPlan:
     """The plan of ``jobs`` (a campaign's or the gate's) on the baseline ``traces``.
 

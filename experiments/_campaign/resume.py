@@ -14,6 +14,9 @@ spec, a baseline trace that is no longer there, fewer steps or repeats).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +29,8 @@ from quiver.replay import ReplayJob
 from .identity import check_identities
 from .ledger import Ledger
 
-__all__ = ["Resumed", "resume_state", "split_job_id"]
+__all__ = ["FINISHED", "Resumed", "baseline_identity", "check_baseline_identity", "finished", "mark_finished",
+           "resume_state", "split_job_id", "unmark_finished"]
 
 
 @dataclass
@@ -95,3 +99,102 @@ def resume_state(ledger: Ledger, jobs: Sequence[ReplayJob], traces: Sequence[Tra
         return Resumed(done, failed_kept=len(failed))
     ledger.forget(failed)
     return Resumed(done - set(failed), retried=len(failed))
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+def baseline_identity(traces: Sequence[Trace]) -> str:
+    """What a campaign's replays were made from: the SHA-256 of its baseline's trace ids,
+    in order (a line skipped as unreadable is a trace the campaign does not have)."""
+    return hashlib.sha256("\n".join(t.trace_id for t in traces).encode("utf-8")).hexdigest()
+
+
+def check_baseline_identity(ledger: Ledger, traces: Sequence[Trace], skipped: Sequence[str], baseline: str) -> None:
+    """Refuse a resume that reads another baseline than the one the ledger's replays were
+    made from (a line that read then and is skipped now, or the other way round); record
+    the baseline's identity in a ledger that holds no replay yet (or none from before
+    baselines were kept).
+
+    Args:
+        ledger: The campaign's ledger.
+        traces: The baseline traces this run read.
+        skipped: The warnings of the baseline lines this run skipped (``FILE:LINE: ...``).
+        baseline: Where the baseline comes from.
+
+    Raises:
+        QuiverError: One line naming the baseline (its first line skipped now, if any)
+            and the ways out.
+    """
+    now = json.dumps({"traces": len(traces), "sha256": baseline_identity(traces), "skipped": len(skipped)})
+    held = ledger.get_meta("baseline")
+    if held is not None and len(ledger):
+        old = json.loads(held)
+        if old.get("sha256") != baseline_identity(traces):
+            way_out = "or run the campaign into another output folder (--output DIR), where it starts afresh"
+            if skipped and len(traces) < int(old.get("traces", 0)):
+                first = skipped[0].removesuffix("; the line is skipped")
+                raise QuiverError(f"baseline {first}: the {len(ledger)} replay(s) in {ledger.path} were made "
+                                  f"with that line read ({old.get('traces')} baseline traces, {len(traces)} now): "
+                                  f"restore that line, {way_out}")
+            raise QuiverError(f"the baseline {baseline} holds {len(traces)} readable trace(s), not the "
+                              f"{old.get('traces')} the {len(ledger)} replay(s) in {ledger.path} were made from: "
+                              f"restore the baseline the campaign started with, {way_out}")
+    if held != now:
+        ledger.set_meta([("baseline", now)])
+
+
+# --------------------------------------------------------------------------- a finished campaign
+
+FINISHED = ".finished"
+"""In a run folder, written last by a campaign that finished: how many replays it holds,
+the jobs and identities they were made with, and the SHA-256 of every result file."""
+
+
+def _digests(out: Path, names: Sequence[str]) -> dict[str, str] | None:
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
+        except OSError:
+            return None
+    return found
+
+
+def _what(jobs: Sequence[ReplayJob], identities: dict[str, dict[str, Any]]) -> str:
+    """The SHA-256 of the campaign's job ids and identities: a spec or baseline edited
+    since the campaign finished gives another."""
+    digests = {pid: identity.get("digest") for pid, identity in identities.items()}  # see stored_identity
+    text = json.dumps({"jobs": [j.job_id for j in jobs], "identities": digests}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def mark_finished(out: Path, jobs: Sequence[ReplayJob], identities: dict[str, dict[str, Any]],
+                  files: Sequence[str]) -> None:
+    """Write :data:`FINISHED` (last, after every result file), naming ``files`` (relative
+    to ``out``) with their digests."""
+    digests = _digests(out, files) or {}
+    tmp = out / (FINISHED + ".tmp")
+    tmp.write_text(json.dumps({"replays": len(jobs), "campaign": _what(jobs, identities), "files": digests},
+                              sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out / FINISHED)
+
+
+def unmark_finished(out: Path) -> None:
+    """Remove :data:`FINISHED`: the run folder's results are about to change."""
+    (out / FINISHED).unlink(missing_ok=True)
+
+
+def finished(out: Path, jobs: Sequence[ReplayJob], identities: dict[str, dict[str, Any]]) -> int | None:
+    """The replays of the campaign finished in ``out``, when every one of its result files
+    is there whole and it was made with these jobs and identities; else None (the
+    campaign has work left, its results are to be written again, or the spec or baseline
+    changed: the resume then goes its ordinary way). Reads, and writes nothing."""
+    try:
+        held = json.loads((out / FINISHED).read_text(encoding="utf-8"))
+        files, replays, what = dict(held["files"]), int(held["replays"]), str(held["campaign"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if replays != len(jobs) or what != _what(jobs, identities) or not files:
+        return None
+    return replays if _digests(out, sorted(files)) == files else None

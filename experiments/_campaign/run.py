@@ -50,7 +50,7 @@ from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, se
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
-from quiver._trace import Redactor, Trace, load_traces
+from quiver._trace import Redactor, Trace, read_corpus
 from quiver._yamlspec import load_spec
 from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec_redactor
 from quiver.replay import (
@@ -69,7 +69,7 @@ from .checks import check_baseline, check_spec
 from .identity import campaign_identities, stored_identity
 from .jobs import expand_jobs
 from .ledger import Ledger
-from .resume import resume_state
+from .resume import FINISHED, check_baseline_identity, finished, mark_finished, resume_state, unmark_finished
 
 __all__ = ["CampaignResult", "CampaignRun", "run_campaign"]
 
@@ -105,6 +105,10 @@ class CampaignResult:
     failures: dict[str, Counter[str]] = field(default_factory=dict)
     """Failed replays by perturbation (controls included) and reason
     (:func:`~quiver.experiments._campaign.results.failure_reason`)."""
+    skipped_lines: int = 0
+    """Baseline lines that could not be read, each named once by a warning and skipped."""
+    already_complete: bool = False
+    """A resume found the campaign finished, its results whole, and touched nothing."""
 
     @property
     def complete(self) -> bool:
@@ -134,20 +138,25 @@ class CampaignRun:
         client: The LLM client while :meth:`connected` is open, else None.
     """
 
-    def __init__(self, spec: CampaignSpec, path: Path, *, stream: TextIO | None = sys.stderr) -> None:
+    def __init__(self, spec: CampaignSpec, path: Path, *, stream: TextIO | None = sys.stderr,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.spec = spec
         self.path = path
         self.base_dir = path.parent
         self.out = Path(spec.output)
         self.stream = stream
+        self.warn: Callable[[str], None] = warn if warn is not None else log.warning
+        self.skipped: list[str] = []
+        """The warnings of the baseline lines skipped (``FILE:LINE: REASON; the line is skipped``)."""
         self.redactor = spec_redactor(spec)
         self.fn, _ = check_spec(spec, path)
         self.client: LLMClient | None = None
 
     @classmethod
     def load(cls, spec_path: str | Path, *, output: str | Path | None = None,
-             stream: TextIO | None = sys.stderr) -> CampaignRun:
-        """Read, validate and check a campaign spec (``output`` replaces its output folder).
+             stream: TextIO | None = sys.stderr, warn: Callable[[str], None] | None = None) -> CampaignRun:
+        """Read, validate and check a campaign spec (``output`` replaces its output folder;
+        ``warn`` gets each baseline line skipped, default the log).
 
         Raises:
             SpecError: The spec is not valid; the message names the file, line and field.
@@ -156,7 +165,7 @@ class CampaignRun:
         spec = load_spec(CampaignSpec, path)
         if output is not None:
             spec = spec.model_copy(update={"output": str(output)})
-        return cls(spec, path, stream=stream)
+        return cls(spec, path, stream=stream, warn=warn)
 
     # -- resources ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -188,14 +197,11 @@ class CampaignRun:
         a finished recording there is read back and an interrupted one continued)."""
         spec = self.spec
         if spec.baseline is not None:
-            return _whole_baseline(self.base_dir / spec.baseline, "fix that line or remove it: a campaign reads its "
-                                   "baseline whole, and resumes only with the baseline it started with")
+            return self.read_baseline(self.base_dir / spec.baseline)
         folder = folder if folder is not None else self.out / "baseline"
         done = folder / "traces.jsonl"
         if resume and done.is_file():
-            return _whole_baseline(done, "the campaign's replays were made from this baseline: restore that line, "
-                                   "or run the campaign into another output folder (--output DIR), where the "
-                                   "baseline is recorded again")
+            return self.read_baseline(done)
         function_name: str = getattr(self.fn, "__name__", "pipeline")  # a callable object may have none
         result = record_corpus(
             self.fn, pipeline_name=spec.name or function_name,
@@ -203,7 +209,23 @@ class CampaignRun:
             concurrency=spec.concurrency, redactor=self.redactor, seed=spec.seed, resume=resume,
             progress_stream=self.stream,
         )
-        return load_traces(result.traces_path).traces
+        return self.read_baseline(result.traces_path)
+
+    def read_baseline(self, path: Path) -> list[Trace]:
+        """Every readable trace of the baseline file ``path``: a bad line costs only itself
+        (``warn`` gets ``baseline FILE:LINE: REASON; the line is skipped``, once a line,
+        and :attr:`skipped` keeps it); the same lines are skipped on every read, so that
+        a resume sees the traces its campaign started with.
+
+        Raises:
+            QuiverError: The file cannot be read, holds no line, or no line of it reads.
+        """
+        said: list[str] = []
+        traces, _ = read_corpus([path], said.append, what="baseline trace")
+        self.skipped = said
+        for line in said:
+            self.warn(f"baseline {line}")
+        return traces
 
     def declared(self) -> PipelineGraph:
         """The spec's graph file, or the pipeline's declarations."""
@@ -278,25 +300,28 @@ class CampaignRun:
                 f"{out} holds a campaign's ledger already: `quiver run {self.path} --output {out} --resume` "
                 "finishes it; or give another --output"
             )
+        if resume and not retry_failed:
+            held = self._finished_replays()
+            if held is not None:  # nothing to do, and nothing touched
+                return CampaignResult(output=out, jobs=held, done=held, resumed=held, already_complete=True)
         # nothing is written to the output folder before the baseline is loaded and checked
         traces = self.checked_baseline() if self.spec.baseline is not None else None
         ledger: Ledger | None = None
         runner = self.executor(executor, address)
         jobs: list[ReplayJob] = []
+        identities: dict[str, dict[str, Any]] = {}
         try:
             with self.connected():
                 if traces is None:
                     traces = self.checked_baseline(resume=resume)
                 ledger, run_id = self._open_ledger(ledger_path)
+                source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
+                check_baseline_identity(ledger, traces, self.skipped, source)
                 runner.start()  # its workers start up while the baseline is analysed
                 jobs, steps, left_out = expand_jobs(self.spec, traces)
-                identities = {pid: stored_identity(identity, self.redactor) for pid, identity
-                              in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
-                resumed = resume_state(
-                    ledger, jobs, traces, identities, self.path,
-                    str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline"),
-                    retry_failed=retry_failed,
-                )
+                identities = self._identities(traces)
+                resumed = resume_state(ledger, jobs, traces, identities, self.path, source, retry_failed=retry_failed)
+                unmark_finished(out)  # the results may be written again from here on
                 profile = self.observational_profile(traces, self.graph(traces))
                 graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
                 with replay_failures_logged(out / "campaign.log"):  # counted by reason, not one line each
@@ -323,8 +348,30 @@ class CampaignRun:
                 if ledger is not None:
                     ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
+        result.skipped_lines = len(self.skipped)
         write_summary(out, result)
+        if result.complete:
+            mark_finished(out, jobs, identities, [name for name in RESULT_FILES if (out / name).is_file()])
         return result
+
+    def _identities(self, traces: list[Trace]) -> dict[str, dict[str, Any]]:
+        """Every perturbation's and control's identity, as the ledger keeps it."""
+        return {pid: stored_identity(identity, self.redactor) for pid, identity
+                in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
+
+    def _finished_replays(self) -> int | None:
+        """The replays of this very campaign (same jobs, same identities), when it finished
+        in the output folder and its results are there whole (see
+        :func:`~quiver.experiments._campaign.resume.finished`); else None. Writes nothing."""
+        spec = self.spec
+        source = self.base_dir / spec.baseline if spec.baseline is not None else self.out / "baseline" / "traces.jsonl"
+        if not (self.out / FINISHED).is_file() or not source.is_file():
+            return None
+        try:
+            traces, _ = read_corpus([source], lambda line: None)  # said when the campaign ran
+        except QuiverError:
+            return None
+        return finished(self.out, expand_jobs(spec, traces)[0], self._identities(traces))
 
     def checked_baseline(self, *, resume: bool = False) -> list[Trace]:
         """:meth:`baseline`, then every perturbation tried once, dry, on it
@@ -442,9 +489,11 @@ def run_campaign(
     address: str | None = None,
     output: str | None = None,
     progress_stream: TextIO | None = sys.stderr,
+    warn: Callable[[str], None] | None = None,
 ) -> CampaignResult:
-    """Run ``quiver run SPEC``: ``CampaignRun.load(spec_path, ...).run(...)``."""
-    run = CampaignRun.load(spec_path, output=output, stream=progress_stream)
+    """Run ``quiver run SPEC``: ``CampaignRun.load(spec_path, ...).run(...)`` (``warn``
+    gets each baseline line skipped)."""
+    run = CampaignRun.load(spec_path, output=output, stream=progress_stream, warn=warn)
     return run.run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
 
 
@@ -474,14 +523,9 @@ def _budget_reached(budget: Any, calls: int, tokens: int) -> str:
     return f"{limit} reached: {calls:,} LLM calls and {tokens:,} tokens by this run"
 
 
-def _whole_baseline(path: Path, way_out: str) -> list[Trace]:
-    """Every trace of a baseline file, or one error naming its first bad line and the
-    way out (a line dropped would drop its trace's jobs from the campaign)."""
-    loaded = load_traces(path)
-    if loaded.errors:
-        more = f" (and {len(loaded.errors) - 1} more bad line(s))" if len(loaded.errors) > 1 else ""
-        raise QuiverError(f"baseline {loaded.errors[0]}{more}; {way_out}")
-    return loaded.traces
+RESULT_FILES = ("pairs.jsonl", "replays.jsonl", "campaign.json", "report.md", "report.html", "summary.json",
+                "attribution/attribution.json", "attribution/attribution.md")
+"""The files a finished campaign writes (the attribution's when its spec asks for one)."""
 
 
 _PROFILE_WRITTEN = ".written"

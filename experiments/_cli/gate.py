@@ -42,7 +42,20 @@ def add_parser(sub: Any) -> None:
     gate.add_argument("--alpha", type=float, help="level of the impact sets and drift budgets (overrides gate.alpha)")
     gate.add_argument("--seed", type=int, help="seed of the probes and replays (overrides gate.seed)")
     gate.add_argument("--quiet", action="store_true", help="no progress lines")
+    gate.add_argument("--plan", action="store_true",
+                      help="print the replays (probes x repeats x 2 arms), LLM calls, tokens and cost (at the spec's "
+                           "prices:) the gate will take, per candidate and in all; send no LLM call and write nothing")
     gate.set_defaults(handler=command)
+
+
+def _warn(message: str) -> None:
+    print(f"quiver gate: warning: {message}", file=sys.stderr)
+
+
+def _say_skipped(skipped: int) -> None:
+    if skipped:
+        print(f"quiver gate: {skipped} bad baseline line(s) skipped (named above); `quiver validate` lists them",
+              file=sys.stderr)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -52,12 +65,32 @@ def command(args: argparse.Namespace) -> int:
 
     probes, repeats, alpha, seed = (checked_override(GateSpec, name, getattr(args, name), f"--{name}")
                                     for name in ("probes", "repeats", "alpha", "seed"))
+    candidates = parse_candidates(args.candidate)
+    if args.plan:
+        return plan(args, candidates, probes=probes, repeats=repeats, alpha=alpha, seed=seed)
     result = run_gate(
-        args.spec, parse_candidates(args.candidate), profile_dir=args.profile, output=args.output,
+        args.spec, candidates, profile_dir=args.profile, output=args.output,
         probes=probes, repeats=repeats, alpha=alpha, seed=seed,
-        progress_stream=None if args.quiet else sys.stderr,
+        progress_stream=None if args.quiet else sys.stderr, warn=_warn,
     )
     print((result.output / "gate.md").read_text(encoding="utf-8"))
     for path in result.files:
         print(path)
-    return EXIT_OK if result.passed else EXIT_PROBLEMS
+    _say_skipped(result.skipped_lines)
+    return EXIT_OK if result.passed and not result.skipped_lines else EXIT_PROBLEMS
+
+
+def plan(args: argparse.Namespace, candidates: dict[str, Path], **overrides: Any) -> int:
+    """``quiver gate SPEC --candidate ... --plan``: print the gate's plan (exit 1 when a
+    baseline line was skipped)."""
+    from quiver.experiments._campaign import CampaignRun
+    from quiver.experiments._gate.run import gate_settings, plan_gate
+
+    run = CampaignRun.load(args.spec, stream=None, warn=_warn)
+    settings = gate_settings(run, output=args.output, **overrides)
+    found = plan_gate(run, candidates, settings, profile_dir=args.profile)
+    print(found.render())
+    print(f"the gate: {settings.probes} probe(s) x {settings.repeats} repeat(s) x 2 arms (candidate, current) "
+          f"per candidate, seed {settings.seed}; nothing was written")
+    _say_skipped(len(run.skipped))
+    return EXIT_PROBLEMS if run.skipped else EXIT_OK

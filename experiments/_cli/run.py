@@ -58,9 +58,21 @@ def plan(args: argparse.Namespace) -> int:
     """``quiver run SPEC --plan``: print the campaign's plan; 1 when it exceeds the budget."""
     from quiver.experiments._campaign import CampaignRun, plan_campaign
 
-    campaign = plan_campaign(CampaignRun.load(args.spec, output=args.output, stream=None))
+    run = CampaignRun.load(args.spec, output=args.output, stream=None, warn=_warn)
+    campaign = plan_campaign(run)
     print(campaign.render())
-    return EXIT_OK if campaign.budget_stop() is None else EXIT_PROBLEMS
+    _say_skipped(len(run.skipped))
+    return EXIT_OK if campaign.budget_stop() is None and not run.skipped else EXIT_PROBLEMS
+
+
+def _warn(message: str) -> None:
+    print(f"quiver run: warning: {message}", file=sys.stderr)
+
+
+def _say_skipped(skipped: int) -> None:
+    if skipped:
+        print(f"quiver run: {skipped} bad baseline line(s) skipped (named above); `quiver validate` lists them",
+              file=sys.stderr)
 
 
 WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report.html", "summary.json",
@@ -84,8 +96,11 @@ def command(args: argparse.Namespace) -> int:
 
     result = run_campaign(
         args.spec, resume=args.resume, retry_failed=args.retry_failed, executor=args.executor,
-        address=args.address, output=args.output, progress_stream=None if args.quiet else sys.stderr,
+        address=args.address, output=args.output, progress_stream=None if args.quiet else sys.stderr, warn=_warn,
     )
+    if result.already_complete:
+        print(f"already complete: {result.done} replays in {result.output / 'ledger.sqlite'}; nothing to do")
+        return EXIT_OK
     status = ", ".join(f"{k} {v}" for k, v in sorted(result.status.items())) or "none"
     retries = ", ".join(f"{k} {v}" for k, v in sorted(result.retries.items())) or "none"
     again = f", {result.retried} failed run again" if result.retried else ""
@@ -94,6 +109,7 @@ def command(args: argparse.Namespace) -> int:
         f"{result.executor} executor in {result.seconds:.1f}s; {result.llm_calls} LLM calls; retries: {retries}"
     )
     out = result.output
+    _say_skipped(result.skipped_lines)
     if result.failed_kept:
         print(f"{result.failed_kept} failed replay(s) from the ledger kept as they are; "
               f"`quiver run {args.spec} --retry-failed` runs them again", file=sys.stderr)
@@ -114,7 +130,7 @@ def command(args: argparse.Namespace) -> int:
     for name in WRITTEN:
         if (out / name).is_file():
             print(f"{out / name}  ({_size((out / name).stat().st_size)})")
-    problems = result.status.get("failed", 0) + result.status.get("diverged", 0)
+    problems = result.status.get("failed", 0) + result.status.get("diverged", 0) + result.skipped_lines
     if result.status.get("failed", 0):
         print(f"{result.status['failed']} of {result.done} replays FAILED (reasons above; each in "
               f"{out / 'campaign.log'} when this run made it): the estimates leave them out", file=sys.stderr)

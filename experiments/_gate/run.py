@@ -34,13 +34,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
+from quiver._interrupt import Interrupted
 from quiver._interventional import (
     CampaignEstimates,
     CampaignGraph,
@@ -51,13 +52,21 @@ from quiver._interventional import (
 )
 from quiver._progress import Progress
 from quiver._report import write_html
-from quiver._trace import Trace, load_traces
-from quiver.experiments._campaign import CampaignRun, check_candidates, eligible_traces, sample_traces
+from quiver._trace import Trace
+from quiver.experiments._campaign import (
+    CampaignPlan,
+    CampaignRun,
+    check_candidates,
+    eligible_traces,
+    plan_jobs,
+    sample_traces,
+)
 from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
 
 from .report import gate_junit, gate_markdown
 
-__all__ = ["GateResult", "run_gate", "parse_candidates"]
+__all__ = ["CandidateJobs", "GateResult", "GateSettings", "candidate_jobs", "gate_settings", "parse_candidates",
+           "plan_gate", "run_gate"]
 
 
 @dataclass
@@ -68,6 +77,8 @@ class GateResult:
     data: dict[str, Any]
     output: Path
     files: list[Path] = field(default_factory=list)
+    skipped_lines: int = 0
+    """Baseline lines that could not be read, each named once by a warning and skipped."""
 
     @property
     def passed(self) -> bool:
@@ -108,9 +119,15 @@ def _baseline_at_hand(run: CampaignRun, profile_dir: Path | None) -> list[Trace]
     """The baseline, when it needs no recording: the spec's file, or the campaign folder's."""
     if run.spec.baseline is not None:
         return run.baseline()
+    found = _recorded_baseline(run, profile_dir)
+    return run.read_baseline(found) if found is not None else None
+
+
+def _recorded_baseline(run: CampaignRun, profile_dir: Path | None) -> Path | None:
+    """The campaign folder's recorded baseline, when there is one."""
     run_dir = _run_dir(run, profile_dir)
     found = run_dir / "baseline" / "traces.jsonl" if run_dir is not None else None
-    return load_traces(found).traces if found is not None and found.is_file() else None
+    return found if found is not None and found.is_file() else None
 
 
 def _load_profile(
@@ -125,7 +142,7 @@ def _load_profile(
         if traces is None and spec.baseline is not None:
             traces = run.baseline()
         elif traces is None and (run_dir / "baseline" / "traces.jsonl").is_file():
-            traces = load_traces(run_dir / "baseline" / "traces.jsonl").traces
+            traces = run.read_baseline(run_dir / "baseline" / "traces.jsonl")
         elif traces is None:
             raise QuiverError(
                 f"no baseline: the spec names no baseline file and {run_dir / 'baseline' / 'traces.jsonl'} "
@@ -185,6 +202,99 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
     return jobs
 
 
+@dataclass
+class CandidateJobs:
+    """One candidate's probe replays: its template, file, changed node, probes and jobs
+    (both arms, ``repeats`` per probe)."""
+
+    template: str
+    file: Path
+    node: str
+    probes: list[Trace]
+    jobs: list[ReplayJob]
+
+
+def candidate_jobs(candidates: Mapping[str, Path], traces: Sequence[Trace], *, probes: int, repeats: int,
+                   seed: int) -> list[CandidateJobs]:
+    """The gate's replay jobs, per candidate in the order given: the seeded probes of the
+    node that renders its template, candidate arm then current arm (what
+    :func:`run_gate` runs, and what :func:`plan_gate` counts).
+
+    Raises:
+        QuiverError: No recorded call rendered a template, several nodes did, or no ok
+            baseline trace ran the node.
+    """
+    out = []
+    for template, file in candidates.items():
+        node = _changed_node(template, traces)
+        chosen = _probes(traces, node, probes, seed, template)
+        out.append(CandidateJobs(template, file, node, chosen, _jobs(template, file, node, chosen, repeats)))
+    return out
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate's probes, repeats, seed and alpha: the spec's ``gate:`` block with the
+    command line's overrides, and its folder."""
+
+    probes: int
+    repeats: int
+    seed: int
+    alpha: float
+    out: Path
+
+
+def gate_settings(run: CampaignRun, *, output: str | Path | None = None, probes: int | None = None,
+                  repeats: int | None = None, alpha: float | None = None, seed: int | None = None) -> GateSettings:
+    """The settings of a gate of ``run``'s spec (see :class:`GateSettings`).
+
+    Raises:
+        QuiverError: ``probes`` below 2 or ``repeats`` below 1.
+    """
+    spec = run.spec
+    gate = spec.gate
+    probes_n = probes if probes is not None else gate.probes
+    repeats_n = repeats if repeats is not None else gate.repeats
+    for name, value, low in (("probes", probes_n, 2), ("repeats", repeats_n, 1)):
+        if value < low:
+            raise QuiverError(f"--{name} must be at least {low}; got {value}")
+    return GateSettings(
+        probes=probes_n, repeats=repeats_n, seed=seed if seed is not None else gate.seed,
+        alpha=alpha if alpha is not None else (gate.alpha if gate.alpha is not None else spec.analysis.alphas[0]),
+        out=Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate",
+    )
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def plan_gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettings, *,
+              profile_dir: str | Path | None = None) -> CampaignPlan:
+    """``quiver gate --plan``: the replays, LLM calls, tokens and cost (at the spec's
+    ``prices:``) of the gate's probe jobs (:func:`candidate_jobs`, one row per candidate,
+    both arms), predicted from the baseline's recorded calls as ``quiver run --plan``
+    predicts them. Sends no LLM call and writes nothing.
+
+    Raises:
+        QuiverError: No baseline at hand (the spec records it and no campaign folder
+            holds one), or a candidate the recorded calls do not render.
+    """
+    folder = Path(profile_dir) if profile_dir else None
+    traces = _baseline_at_hand(run, folder)
+    if traces is None:
+        raise QuiverError(
+            f"{run.path}: the gate's plan needs the baseline: this spec records it and no campaign folder holds "
+            f"one ({Path(run.spec.output) / 'baseline' / 'traces.jsonl'} does not exist); run the campaign first, "
+            "give its folder with --profile, or set `baseline:` to a traces file"
+        )
+    source = (str(run.base_dir / run.spec.baseline) if run.spec.baseline is not None
+              else str(_recorded_baseline(run, folder)))
+    check_candidates(candidates, lambda template: _changed_node(template, traces))
+    jobs = [j for c in candidate_jobs(candidates, traces, probes=settings.probes, repeats=settings.repeats,
+                                      seed=settings.seed) for j in c.jobs]
+    return plan_jobs(jobs, traces, ReplayMode(), prices=run.spec.prices, spec=str(run.path), baseline=source)
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -199,52 +309,49 @@ def run_gate(
     alpha: float | None = None,
     seed: int | None = None,
     progress_stream: TextIO | None = sys.stderr,
+    warn: Callable[[str], None] | None = None,
 ) -> GateResult:
-    """Run ``quiver gate``; see the module docstring. Raises QuiverError when it cannot run."""
+    """Run ``quiver gate``; see the module docstring. Raises QuiverError when it cannot run,
+    :class:`~quiver._interrupt.Interrupted` (saying how far it got) when interrupted;
+    ``warn`` gets each baseline line skipped."""
     t0 = time.perf_counter()
     path = Path(spec_path)
-    run = CampaignRun.load(path, stream=progress_stream)
+    run = CampaignRun.load(path, stream=progress_stream, warn=warn)
     spec = run.spec
-    gate = spec.gate
-    probes_n = probes if probes is not None else gate.probes
-    repeats_n = repeats if repeats is not None else gate.repeats
-    seed_n = seed if seed is not None else gate.seed
-    alpha_v = alpha if alpha is not None else (gate.alpha if gate.alpha is not None else spec.analysis.alphas[0])
-    for name, value, low in (("probes", probes_n, 2), ("repeats", repeats_n, 1)):
-        if value < low:
-            raise QuiverError(f"--{name} must be at least {low}; got {value}")
-    out = Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate"
+    settings = gate_settings(run, output=output, probes=probes, repeats=repeats, alpha=alpha, seed=seed)
+    probes_n, repeats_n, seed_n, alpha_v, out = (settings.probes, settings.repeats, settings.seed, settings.alpha,
+                                                 settings.out)
     # candidates are checked against the recorded calls before anything is written
     early = _baseline_at_hand(run, Path(profile_dir) if profile_dir else None)
     if early is not None:
         check_candidates(candidates, lambda template: _changed_node(template, early))
     out.mkdir(parents=True, exist_ok=True)
-    with run.connected():
-        traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out, early)
-        if early is None:
-            check_candidates(candidates, lambda template: _changed_node(template, traces))
-        alphas = sorted({float(r["alpha"]) for r in profile.data.get("impact_sets") or []})
-        if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
-            raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "
-                              f"{', '.join(f'{a:g}' for a in alphas)} only")
-        plan = []
-        for template, file in candidates.items():
-            node = _changed_node(template, traces)
-            chosen = _probes(traces, node, probes_n, seed_n, template)
-            plan.append((template, file, node, chosen, _jobs(template, file, node, chosen, repeats_n)))
-        context = run.replay_context(graph, ReplayMode(), seed=seed_n, run_id="gate")
-        jobs = [j for *_, js in plan for j in js]
-        results: dict[str, dict[str, Any]] = {}
-        progress = Progress("gate replays", len(jobs), stream=progress_stream)
+    results: dict[str, dict[str, Any]] = {}
+    jobs: list[ReplayJob] = []
+    try:
+        with run.connected():
+            traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out, early)
+            if early is None:
+                check_candidates(candidates, lambda template: _changed_node(template, traces))
+            alphas = sorted({float(r["alpha"]) for r in profile.data.get("impact_sets") or []})
+            if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
+                raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "
+                                  f"{', '.join(f'{a:g}' for a in alphas)} only")
+            plan = candidate_jobs(candidates, traces, probes=probes_n, repeats=repeats_n, seed=seed_n)
+            context = run.replay_context(graph, ReplayMode(), seed=seed_n, run_id="gate")
+            jobs = [j for c in plan for j in c.jobs]
+            progress = Progress("gate replays", len(jobs), stream=progress_stream)
 
-        def done(job_id: str, data: dict[str, Any]) -> None:
-            results[job_id] = data
-            progress.advance(failed=int("error" in data))
+            def done(job_id: str, data: dict[str, Any]) -> None:
+                results[job_id] = data
+                progress.advance(failed=int("error" in data))
 
-        try:
-            run.executor().run(context, jobs, done, lambda: False)
-        finally:
-            progress.close()
+            try:
+                run.executor().run(context, jobs, done, lambda: False)
+            finally:
+                progress.close()
+    except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: the gate keeps no ledger; say how far it got
+        raise Interrupted(_interrupted(exc, len(results), len(jobs))) from None
     failed = [(j, results[j.job_id]["error"]) for j in jobs if "error" in results.get(j.job_id, {"error": "not run"})]
     if failed:
         raise QuiverError(f"{len(failed)} of {len(jobs)} gate replays failed, so no verdict is given; the first: "
@@ -253,9 +360,10 @@ def run_gate(
     declared = run.declared()
     rows = []
     try:
-        for template, file, node, chosen, js in plan:
+        for c in plan:
+            template, file, node, chosen = c.template, c.file, c.node, c.probes
             by_id = {t.trace_id: t for t in chosen}
-            replays = [ReplayResult.from_json(results[j.job_id], by_id[j.trace["trace_id"]]) for j in js]
+            replays = [ReplayResult.from_json(results[j.job_id], by_id[j.trace["trace_id"]]) for j in c.jobs]
             # the candidate's pairs and its downstream nodes read one graph: the baseline's
             # and the nodes its replays reached
             reached = CampaignGraph(graph, declared).take_in(replays)
@@ -274,12 +382,25 @@ def run_gate(
         "verdict": verdict, "spec": str(path), "profile": profile.source,
         "campaign_profile": profile.campaign is not None, "alpha": alpha_v, "seed": seed_n,
         "probes": probes_n, "repeats": repeats_n, "resamples": spec.analysis.resamples,
-        "candidates": rows, "seconds": round(time.perf_counter() - t0, 3),
+        "candidates": rows, "replays": len(jobs),
+        "llm_calls": sum(sum((results[j.job_id].get("llm_calls") or {}).values()) for j in jobs),
+        "baseline_lines_skipped": len(run.skipped), "seconds": round(time.perf_counter() - t0, 3),
     }
-    result = GateResult(verdict, data, out)
+    result = GateResult(verdict, data, out, skipped_lines=len(run.skipped))
     for name, text in (("gate.json", json.dumps(data, indent=2) + "\n"), ("gate.md", gate_markdown(data)),
                        ("junit.xml", gate_junit(data))):
         (out / name).write_text(text, encoding="utf-8")
         result.files.append(out / name)
     result.files.append(write_html(out, "gate"))
     return result
+
+
+def _interrupted(exc: KeyboardInterrupt, finished: int, jobs: int) -> str:
+    """What an interrupted gate did: the replays finished of how many (none of it kept)."""
+    said = str(exc).removeprefix("interrupted").removeprefix(": ")
+    again = "the gate keeps nothing to resume: nothing was kept; run it again"
+    if jobs:
+        return f"interrupted: {finished:,} of {jobs:,} gate replays finished; {again}"
+    if said:  # in the baseline's recording, which says how far it got
+        return f"interrupted while recording the baseline ({said}); the gate keeps nothing to resume: run it again"
+    return f"interrupted before the gate's replays began; {again}"

@@ -19,7 +19,10 @@ served from the run's response cache) is run once without interruption: the
 * A perturbation edited under the same id (its params, the variant file it reads, the
   pipeline's code) is refused on resume: one line, exit 2. A ledger written before
   identities were kept resumes, with a warning.
-* A garbled baseline line is named (file and line), not blamed on the spec.
+* A bad baseline line costs only itself (one warning naming ``baseline FILE:LINE``, the
+  rest replayed, exit 1) and is skipped the same way on resume; a line that read when
+  the replays were made and is garbled now is named on resume and refused, not blamed
+  on the spec. A resume of a finished campaign touches nothing.
 * A damaged ledger (truncated, bytes flipped, header overwritten, a row of bad JSON or
   without a key) is one line, exit 2, naming the file; moved aside, ``--resume`` runs
   its replays again to the reference.
@@ -481,9 +484,11 @@ def test_a_ledger_from_before_identities_resumes_with_a_warning(
 # --------------------------------------------------------------------------- the baseline
 
 
-def test_a_garbled_line_of_the_recorded_baseline_is_named_not_blamed_on_the_spec(
+def test_a_recorded_baseline_line_garbled_after_its_replays_were_made_is_named_and_refused_on_resume(
     campaign: Campaign, reference: Path, tmp_path: Path
 ) -> None:
+    """The bad line costs only itself (one warning naming it), but the ledger's replays
+    were made with it read: the resume refuses, naming the line, not the spec."""
     spec = campaign.spec(tmp_path, recorded=True)
     out = tmp_path / "run"
     _copy_run(reference, out)
@@ -494,24 +499,49 @@ def test_a_garbled_line_of_the_recorded_baseline_is_named_not_blamed_on_the_spec
                       encoding="utf-8")
     refused = _resume(spec)
     assert refused.code == 2
-    line = refused.error_lines()[0]
-    assert f"{traces}:3" in line and "restore that line" in line and "--output" in line, line
+    (line,) = refused.error_lines()
+    assert f"baseline {traces}:3: " in line and "restore that line" in line and "--output" in line, line
     assert "spec edited" not in line
+    warned = [w for w in refused.stderr.splitlines() if w.startswith("quiver run: warning: ")]
+    assert len(warned) == 1 and warned[0].startswith(f"quiver run: warning: baseline {traces}:3: "), refused.stderr
+    assert warned[0].endswith("; the line is skipped")
     traces.write_text("".join(lines), encoding="utf-8")  # the way out: the line restored
     done = _resume(spec)
     assert done.code == 0, done.stderr
     _same_as(reference, out)
 
 
-def test_a_garbled_line_of_the_spec_s_baseline_file_is_named(campaign: Campaign, tmp_path: Path) -> None:
+def test_a_bad_line_of_the_spec_s_baseline_costs_only_itself_the_same_way_on_resume(
+    campaign: Campaign, tmp_path: Path
+) -> None:
+    """A garbled line of the spec's baseline file: one warning naming it, the campaign
+    runs on the other traces, exit 1. A resume skips it the same way (the same traces,
+    so the ledger's replays are taken) and writes the same results; a resume of the
+    finished campaign touches nothing."""
     garbled = tmp_path / "baseline.jsonl"
     lines = campaign.baseline.read_text(encoding="utf-8").splitlines(keepends=True)
     garbled.write_text("".join(lines[:5]) + "{not json\n" + "".join(lines[5:]), encoding="utf-8")
     spec = campaign.spec(tmp_path)
     spec.write_text(spec.read_text().replace(str(campaign.baseline), str(garbled)), encoding="utf-8")
-    refused = run_cli(["run", str(spec), "--quiet"])
-    assert refused.code == 2
-    assert f"{garbled}:6" in refused.error_lines()[0]
+    out = tmp_path / "run"
+    first = run_cli(["run", str(spec), "--quiet"], seconds=RUN_SECONDS)
+    assert first.code == 1, first.stdout + first.stderr
+    named = [m for m in first.stderr.splitlines() if f"{garbled}:" in m]
+    assert len(named) == 1 and named[0].startswith(f"quiver run: warning: baseline {garbled}:6: "), first.stderr
+    assert named[0].endswith("; the line is skipped") and "16 of 16 pairs" in first.stdout
+    written = {name: (out / name).read_bytes() for name in SAME}
+
+    (out / "campaign.json").unlink()  # as a kill in the final writes leaves it
+    again = _resume(spec)
+    assert again.code == 1, again.stdout + again.stderr
+    assert "(16 from the ledger; ok 16)" in again.stdout and f"{garbled}:6: " in again.stderr
+    assert {name: (out / name).read_bytes() for name in SAME} == written
+
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    complete = _resume(spec)
+    assert complete.code == 0, complete.stdout + complete.stderr
+    assert complete.stdout == f"already complete: 16 replays in {out / 'ledger.sqlite'}; nothing to do\n"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
 
 
 # --------------------------------------------------------------------------- a damaged ledger
