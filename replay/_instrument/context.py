@@ -264,11 +264,20 @@ class TraceBuilder:
         inputs: Any,
         declared_parents: tuple[str, ...] = (),
         loop: tuple[str, int] | None = None,
+        parents: list[CallRecord] | None = None,
     ) -> CallRecord:
-        """Register a call at its entry (its slot in program order is taken here)."""
+        """Register a call at its entry (its slot in program order is taken here).
+
+        ``parents``, when given, are the calls this one consumes as the caller knows
+        them (a framework integration reading its own data flow): they replace the
+        parents inferred from ``inputs``; ``declared_parents`` are added to them.
+        """
         key, path = scope.allocate(node)
         inputs = to_jsonable(inputs)
-        parents = self._infer_parents(inputs, declared_parents)
+        if parents is None:
+            parents = self._infer_parents(inputs, declared_parents)
+        else:
+            parents = self._exact_parents(parents, declared_parents)
         record = CallRecord(
             node=node, kind=kind, key=key, call_path=path,
             iteration=loop[1] if loop else None, loop=loop[0] if loop else None,
@@ -324,6 +333,12 @@ class TraceBuilder:
                 producer = self._unique_producer(content_hash(part))
                 if producer is not None:
                     found.append(producer)
+        unique: dict[int, CallRecord] = {id(r): r for r in found}
+        return sorted(unique.values(), key=lambda r: r.key)
+
+    def _exact_parents(self, given: list[CallRecord], declared: tuple[str, ...]) -> list[CallRecord]:
+        with self._lock:
+            found = list(given) + [self._last_of_node[n] for n in declared if n in self._last_of_node]
         unique: dict[int, CallRecord] = {id(r): r for r in found}
         return sorted(unique.values(), key=lambda r: r.key)
 
