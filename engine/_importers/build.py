@@ -32,6 +32,7 @@ from .common import (
     read_sources,
     summary_key,
 )
+from .frameworks import load_program_state
 from .registry import get_format
 from .values import MAX_DEPTH, loads, too_deep
 
@@ -102,6 +103,7 @@ def import_traces(
     *,
     group_by: str | None = None,
     node_name: str | NodeNamer | None = None,
+    dspy_program: str | os.PathLike[str] | Mapping[str, Any] | None = None,
 ) -> ImportResult:
     """Import spans written by another tool as v1 traces.
 
@@ -121,6 +123,11 @@ def import_traces(
         node_name: How a node is named: None or ``name`` (the span name),
             ``kind+name``, ``attribute.KEY``, or a function of the
             :class:`~quiver._importers.SourceSpan`.
+        dspy_program: For OpenInference spans of a DSPy program: the program's saved
+            state (the JSON file ``program.save(PATH)`` writes, or
+            ``program.dump_state()``), whose predictor names give the nodes their
+            attribute paths (``router``, ``hops.gen_query``); see
+            :mod:`quiver._importers.frameworks`.
 
     Returns:
         The traces, the problems (each with its location and span id) and the
@@ -131,6 +138,7 @@ def import_traces(
     """
     fmt = get_format(format)
     _check_group_by(group_by)
+    hints = {"dspy_program": load_program_state(dspy_program)} if dspy_program is not None else {}
     namer = _namer(node_name, fmt)
     single = isinstance(files_or_records, (str, os.PathLike, Mapping))
     sources = [files_or_records] if single else list(files_or_records)
@@ -141,7 +149,8 @@ def import_traces(
     for i, span in enumerate(spans):
         span.index = i
     result.spans_read = len(spans)
-    drafts = [d for group in _by_trace(_dedupe(spans, result.problems)) if (d := _draft(fmt, group, namer, result))]
+    drafts = [d for group in _by_trace(_dedupe(spans, result.problems))
+              if (d := _draft(fmt, group, namer, result, hints))]
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
     result.traces = _finish(drafts, group_by, fmt, result.problems)
     return result
@@ -167,15 +176,20 @@ def _spans_of(fmt: SpanFormat, value: Any, where: str, problems: list[ImportProb
         return []
 
 
-def _draft(fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, result: ImportResult) -> _Draft | None:
+def _draft(fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, result: ImportResult,
+           hints: Mapping[str, Any]) -> _Draft | None:
     """One trace's draft; a trace whose spans the format fails to map is a problem and left out."""
     try:
-        return _Assembly(fmt, spans, namer, result).draft()
+        return _Assembly(fmt, fmt.arrange(spans, hints, lambda s, what: _note(result, s, what)), namer, result).draft()
     except _UNEXPECTED as exc:
         first = min(spans, key=lambda s: s.index)
         result.problems.append(ImportProblem(first.where, first.span_id, f"the trace of this span could not be "
                                              f"built ({_error_text(exc)}); its {len(spans)} span(s) were left out"))
         return None
+
+
+def _note(result: ImportResult, span: SourceSpan, what: str) -> None:
+    result.problems.append(ImportProblem(span.where, span.span_id, what))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -315,8 +329,8 @@ class _Assembly:
         self.mapped: dict[int, tuple[MappedCall, dict[str, Any], dict[str, Any]]] = {}
         for span in spans:
             self.mapped[id(span)] = self._map(span)
-        self.trace_span = next((s for s in spans if "trace_id" in self.mapped[id(s)][1]
-                                and "call_id" not in self.mapped[id(s)][1]), None)
+        self.trace_span = next((s for s in spans if s.as_trace), None) or next(
+            (s for s in spans if "trace_id" in self.mapped[id(s)][1] and "call_id" not in self.mapped[id(s)][1]), None)
         self.calls = [s for s in spans if s is not self.trace_span]
 
     def note(self, span: SourceSpan, what: str) -> None:
@@ -333,6 +347,10 @@ class _Assembly:
             tags[self.fmt.tag_key] = rest
         if span.envelope:
             tags[f"{self.fmt.tag_key}.span"] = span.envelope
+        if span.absorbed:
+            tags[f"{self.fmt.tag_key}.absorbed"] = span.absorbed
+        if span.as_trace and span.trace_tags:
+            tags.update(span.trace_tags)
         self.result.mapped.update(summary_key(k) for k in attrs.used)
         self.result.kept.update(summary_key(k) for k in rest)
         self.result.kept.update(f"span.{k}" for k in span.envelope)
@@ -416,7 +434,8 @@ class _Assembly:
             paths[id(span)] = f"{paths[id(p)]}/{node}#{k}" if p is not None else f"{node}#{k}"
             derived = {
                 "call_id": ids[id(span)], "node": node, "occurrence": occurrences[node], "call_path": paths[id(span)],
-                "kind": mc.kind, "parents": [ids[id(p)] if p is not None else "c0"],
+                "kind": mc.kind, "parents": self._parents(span, p, ids),
+                "decision": span.decision, "loop": span.loop, "iteration": span.iteration,
                 "input_hash": content_hash(to_jsonable(mc.input)) if mc.input is not NOTHING else None,
                 "output": to_jsonable(mc.output), "model": mc.model, "prompt": mc.prompt, "response": mc.response,
                 "retrieval": mc.retrieval, "tool": mc.tool, "tags": tags, "error": mc.error,
@@ -426,6 +445,14 @@ class _Assembly:
             calls.append(self._call(span, derived, q, known))
         calls[0] = calls[0].model_copy(update={"output": self._inputs(order, parent)})
         return self._draft(order, parent, calls, t0)
+
+    def _parents(self, span: SourceSpan, parent: SourceSpan | None, ids: dict[int, str]) -> list[str]:
+        """The span parent's call, or the calls of the span's links (``c0`` when none is in the trace)."""
+        if span.links is None:
+            return [ids[id(parent)] if parent is not None else "c0"]
+        by_span = {s.span_id: ids[id(s)] for s in self.calls if s.span_id is not None}
+        found = sorted({by_span[link] for link in span.links if link in by_span}, key=lambda c: (len(c), c))
+        return found or ["c0"]
 
     def _call(self, span: SourceSpan, derived: dict[str, Any], q: dict[str, Any], ids: set[str]) -> NodeCall:
         plain = ("occurrence", "call_path", "iteration", "loop", "input_hash", "decision")

@@ -131,6 +131,20 @@ class SourceSpan:
     error: CallError | None = None
     """The error the span reports (status ERROR), if any."""
     index: int = 0
+    # Set by a format's :meth:`SpanFormat.arrange` (framework spans); the defaults leave the span as read.
+    as_trace: bool = False
+    """The span is the trace itself (its input the trace's inputs, its output the trace's output), not a call."""
+    links: list[str] | None = None
+    """Span ids of the calls whose outputs this call consumed (its ``parents``); None: the span parent."""
+    decision: dict[str, Any] = field(default_factory=dict)
+    """Branch arms taken at this call, by gate name."""
+    loop: str | None = None
+    """The loop this call ran in, and its 0-based ``iteration``."""
+    iteration: int | None = None
+    absorbed: list[dict[str, Any]] = field(default_factory=list)
+    """Spans folded into this call (``name``, ``span_id``, their unmapped ``attributes``), kept in tags."""
+    trace_tags: dict[str, Any] = field(default_factory=dict)
+    """Tags for the trace (loops), on the span that is the trace."""
 
 
 @dataclass
@@ -293,7 +307,9 @@ class SpanFormat:
     * :meth:`session`, :meth:`metadata`: the trace's session and metadata, for
       ``group_by="session"`` and ``"metadata.KEY"``;
     * :meth:`trace_fields`: fields from the format's own trace record, for formats
-      that have one (Langfuse).
+      that have one (Langfuse);
+    * :meth:`arrange`: the spans of one trace rearranged before they become calls
+      (OpenInference: LangGraph and DSPy spans, see :mod:`quiver._importers.frameworks`).
 
     Attributes:
         name: The registered name (set by :func:`~quiver._importers.import_format`).
@@ -324,6 +340,14 @@ class SpanFormat:
     def map_call(self, span: SourceSpan, attrs: Attrs, note: Note) -> MappedCall:
         """The call content of one span; ``note(what)`` reports a problem with it."""
         raise NotImplementedError
+
+    def arrange(self, spans: list[SourceSpan], hints: Mapping[str, Any], note: Callable[[SourceSpan, str], None],
+                ) -> list[SourceSpan]:
+        """The spans of one trace as they become calls: by default as read. A format may
+        fold spans together, mark the span that is the trace (:attr:`SourceSpan.as_trace`)
+        and set links, decisions and loops (see :class:`SourceSpan`); ``hints`` are the
+        ``import_traces`` options meant for it, ``note(span, what)`` reports a problem."""
+        return spans
 
     def attribute(self, span: SourceSpan, name: str) -> Any:
         """An attribute of a span, for ``group_by`` and ``node_name``."""

@@ -53,7 +53,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ from quiver._canonical import content_hash, to_jsonable
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall, PromptInfo, ToolStep, Trace
 
 from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
+from .frameworks import arrange
 from .otel import OtelFormat, response_usage
 from .registry import import_format
 from .values import (
@@ -96,6 +97,10 @@ class OpenInferenceFormat(OtelFormat):
     def kind_of(self, attributes: Mapping[str, Any]) -> str:
         return str(attributes.get("openinference.span.kind") or "")
 
+    def arrange(self, spans: list[SourceSpan], hints: Mapping[str, Any],
+                note: Callable[[SourceSpan, str], None]) -> list[SourceSpan]:
+        return arrange(spans, hints, note)
+
     def map_call(self, span: SourceSpan, attrs: Attrs, note: Note) -> MappedCall:
         label = str(attrs.get("openinference.span.kind") or "").upper()
         mc = MappedCall(kind=_IMPORT_KINDS.get(label, "transform"), error=span.error)
@@ -109,8 +114,12 @@ class OpenInferenceFormat(OtelFormat):
                                    template_hash=content_hash(template) if isinstance(template, str) else None)
         out_messages = _messages(attrs, "llm.output_messages", note)
         if out_messages:
-            mc.response = LLMResponse(content=messages_text(out_messages), usage=response_usage(attrs))
-            if output is NOTHING:
+            reason = attrs.get("llm.finish_reason")
+            mc.response = LLMResponse(content=messages_text(out_messages), usage=response_usage(attrs),
+                                      finish_reason=str(reason) if reason not in (None, "") else None)
+            if output is NOTHING or _client_envelope(output, out_messages):
+                if output is not NOTHING:  # the framework's result object stays in tags
+                    attrs.used.difference_update({"output.value", "output.mime_type"})
                 last = out_messages[-1][1]
                 output = (parse_json(messages_text(out_messages)) if all(p.get("type") == "text" for p in last)
                           else [{"role": r, "parts": p} for r, p in out_messages])
@@ -122,10 +131,46 @@ class OpenInferenceFormat(OtelFormat):
                 output = listing
             else:
                 _keep_document_details(attrs, prefix)
-        mc.output = None if output is NOTHING else output
+        output = None if output is NOTHING else output
+        mc.output = _without_volatile_ids(output)
+        if mc.output is not output:  # the output as written stays in tags
+            attrs.used.difference_update({"output.value", "output.mime_type"})
         if mc.kind == "tool":
             mc.tool = _tool(span, attrs, mc.input, mc.output)
         return mc
+
+
+_VOLATILE_ID = re.compile(r"^(lc_run--|run-[0-9a-f]{8}-|chatcmpl-)")
+"""Ids a client or framework makes afresh for every call: LangChain run ids, OpenAI completion ids."""
+
+
+def _client_envelope(output: Any, messages: list[tuple[str, list[dict[str, Any]]]]) -> bool:
+    """True when an LLM span's output is the client's result object around the output messages
+    (a LangChain ``LLMResult``, an OpenAI completion, DSPy's list of texts), not a value of its own."""
+    if isinstance(output, Mapping):
+        return "generations" in output or "choices" in output
+    texts = [messages_text([m]) for m in messages]
+    return isinstance(output, list) and bool(output) and output == texts[-len(output):]
+
+
+def _without_volatile_ids(value: Any) -> Any:
+    """``value`` without the ``id`` fields that hold per-call ids (:data:`_VOLATILE_ID`); the same object
+    when it has none."""
+    if isinstance(value, list):
+        items = [_without_volatile_ids(v) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    changed = False
+    for key, item in value.items():
+        if key == "id" and isinstance(item, str) and _VOLATILE_ID.match(item):
+            changed = True
+            continue
+        clean = _without_volatile_ids(item)
+        changed = changed or clean is not item
+        out[key] = clean
+    return out if changed else value
 
 
 def _keep_document_details(attrs: Attrs, prefix: str) -> None:
