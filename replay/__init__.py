@@ -12,7 +12,8 @@ Families (one private subpackage or module each): ``_instrument`` (the API a pip
 uses), ``_llm`` (the client), ``_keys`` (every sample key and seed), ``_pipeline``
 (loading and running a pipeline as one trace), ``_record`` (recording a corpus),
 ``_replayer`` (frozen replay), ``_executors`` (where a campaign's replays run), ``_sim``
-(the simulator).
+(the simulator), ``_capture`` (chat completions of other clients, recorded at their
+transport).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quiver._lazy import lazy_exports
+from quiver.replay import _capture as _capture  # registers the transport capture with the recordings
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
+    "._capture": ("capture_stats", "installed_hooks"),
     "._executors": (
         "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
         "registered_executors", "worker_for",
@@ -61,6 +64,10 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         Divergence as Divergence,
         FieldDiff as FieldDiff,
         TargetReport as TargetReport,
+    )
+    from quiver.replay._capture import (
+        capture_stats as capture_stats,
+        installed_hooks as installed_hooks,
     )
     from quiver.replay._executors import (
         Executor as Executor,

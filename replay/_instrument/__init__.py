@@ -30,10 +30,12 @@ from .context import (
     Scope,
     TraceBuilder,
     active_recordings,
+    capture_enabled,
     current_builder,
     current_call,
     current_loop,
     current_scope,
+    on_recording,
 )
 from .templates import Template, get_template, load_template_file, registered_templates, template, template_overrides
 from .threads import ReusingThreadPool
@@ -49,6 +51,8 @@ __all__ = [
     "current_call",
     "current_loop",
     "active_recordings",
+    "capture_enabled",
+    "on_recording",
     "Template",
     "template",
     "get_template",

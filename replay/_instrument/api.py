@@ -49,6 +49,7 @@ from .context import (
     CallRecord,
     Scope,
     active_recordings,
+    capture_enabled,
     current_builder,
     current_call,
     current_loop,
@@ -110,13 +111,14 @@ class CallHandle:
 class OpenCall:
     """Entering and leaving one recorded call: the context variables and the record."""
 
-    def __init__(self, record: CallRecord | None) -> None:
+    def __init__(self, record: CallRecord | None, capture: bool | None = None) -> None:
         self.record = record
+        self.capture = capture
         self._tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = []
 
     @classmethod
     def open(
-        cls, name: str, kind: CallKind, inputs: Any, parents: tuple[str, ...]
+        cls, name: str, kind: CallKind, inputs: Any, parents: tuple[str, ...], capture: bool | None = None
     ) -> OpenCall:
         builder = current_builder.get()
         if builder is None:
@@ -126,7 +128,7 @@ class OpenCall:
         record = builder.open_call(
             name, kind, scope, inputs=inputs, declared_parents=parents, loop=current_loop.get()
         )
-        return cls(record)
+        return cls(record, capture)
 
     @property
     def directive(self) -> Any:
@@ -145,6 +147,8 @@ class OpenCall:
                 (current_scope, current_scope.set(self.record.scope)),
                 (current_call, current_call.set(self.record)),
             ]
+            if self.capture is not None:
+                self._tokens.append((capture_enabled, capture_enabled.set(self.capture)))
 
     def exit(self, output: Any, error: BaseException | None) -> None:
         for var, token in reversed(self._tokens):
@@ -191,6 +195,7 @@ class NodeSpec:
         fields: Mapping[str, Any] | None = None,
         output: Mapping[str, Any] | None = None,
         restore: Callable[[Any], Any] | None = None,
+        capture: bool | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise InstrumentationError(f"node kind must be one of {', '.join(_KINDS)}; got {kind!r}")
@@ -201,6 +206,7 @@ class NodeSpec:
         self.inputs = dict(inputs or {})
         self.declared = _declaration(fields, output)
         self.restore = restore
+        self.capture = capture
         self._stack: list[tuple[OpenCall, CallHandle]] = []
         if name:
             _declare(name, self)
@@ -223,7 +229,7 @@ class NodeSpec:
 
         def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpenCall:
             inputs = bound_inputs(args, kwargs)
-            call = OpenCall.open(name, self.kind, inputs, self.parents)
+            call = OpenCall.open(name, self.kind, inputs, self.parents, self.capture)
             if call.record is not None and self.kind == "tool":
                 call.record.tags["_args"] = to_jsonable(inputs)
             return call
@@ -280,7 +286,7 @@ class NodeSpec:
     def __enter__(self) -> CallHandle:
         if not self.name:
             raise InstrumentationError("quiver.node(...) used as a block needs a name: quiver.node('rewriter')")
-        call = OpenCall.open(self.name, self.kind, self.inputs, self.parents)
+        call = OpenCall.open(self.name, self.kind, self.inputs, self.parents, self.capture)
         directive = call.directive
         if directive is not None and directive.skip_body:
             # a block's body cannot be skipped: it runs, and its LLM calls are served
@@ -321,6 +327,7 @@ def node(
     fields: Mapping[str, Any] | None = None,
     output: Mapping[str, Any] | None = None,
     restore: Callable[[Any], Any] | None = None,
+    capture: bool | None = None,
 ) -> NodeSpec: ...
 def node(
     name: Any = None,
@@ -333,6 +340,7 @@ def node(
     fields: Mapping[str, Any] | None = None,
     output: Mapping[str, Any] | None = None,
     restore: Callable[[Any], Any] | None = None,
+    capture: bool | None = None,
 ) -> Any:
     """Mark a function or a block as a pipeline node.
 
@@ -363,13 +371,18 @@ def node(
             that serve a frozen call without running it (``MyModel.model_validate``).
             By default the JSON value is returned as it is: dicts, lists, strings,
             numbers, booleans and None (a tuple comes back as a list).
+        capture: ``False``: chat completions the body sends through a client the
+            engine hooks (the ``openai`` SDK, ``httpx``, ``httpx2``, DSPy's engine) are
+            not recorded, served nor perturbed; they go to the endpoint as they are.
+            ``True`` turns capture back on inside an opted-out node. Default: as the
+            enclosing call (on). ``quiver.llm()`` calls are recorded either way.
 
     ``quiver.replay.declared_graph()`` collects the declared types and parents of
     every node defined so far.
     """
     if callable(name):
         return NodeSpec(None, kind, parents, ignore, inputs)(name)
-    return NodeSpec(name, kind, parents, ignore, inputs, fields, output, restore)
+    return NodeSpec(name, kind, parents, ignore, inputs, fields, output, restore, capture)
 
 
 _declared: dict[str, NodeSpec] = {}

@@ -21,6 +21,7 @@ import contextvars
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ __all__ = [
     "current_call",
     "current_loop",
     "active_recordings",
+    "capture_enabled",
+    "on_recording",
 ]
 
 INPUT_NODE = "input"
@@ -404,14 +407,23 @@ current_loop: contextvars.ContextVar[tuple[str, int] | None] = contextvars.Conte
 )
 
 
+capture_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_capture", default=True)
+"""Whether chat completions sent over a hooked transport in this context are recorded
+(``@quiver.node(..., capture=False)`` turns it off for a node's body)."""
+
+
 class _ActiveRecordings:
-    """How many traces are being recorded in this process (to warn about lost context)."""
+    """How many traces are being recorded in this process (to warn about lost context),
+    and what runs as each one starts (:func:`on_recording`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.count = 0
+        self.hooks: list[Callable[[], None]] = []
 
     def __enter__(self) -> None:
+        for hook in list(self.hooks):
+            hook()
         with self._lock:
             self.count += 1
 
@@ -421,3 +433,11 @@ class _ActiveRecordings:
 
 
 active_recordings = _ActiveRecordings()
+
+
+def on_recording(hook: Callable[[], None]) -> None:
+    """Run ``hook`` as every trace starts being recorded or replayed (before its
+    pipeline runs). Hooks are cheap and idempotent: the transport capture installs its
+    patches there, the first time a library it hooks is loaded."""
+    if hook not in active_recordings.hooks:
+        active_recordings.hooks.append(hook)

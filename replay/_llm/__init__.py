@@ -10,8 +10,17 @@ from __future__ import annotations
 
 from .cache import ResponseCache
 from .client import LLMClient, MalformedCompletion, RetryPolicy
-from .contract import ChatResult
-from .current import configure_llm, llm, request_overrides, use_llm, use_response_cache
+from .contract import PARAM_NAMES, CallCounter, ChatResult, PendingChat
+from .current import (
+    configure_llm,
+    current_overrides,
+    engine_request,
+    in_engine_request,
+    llm,
+    request_overrides,
+    use_llm,
+    use_response_cache,
+)
 
 __all__ = [
     "ResponseCache",
@@ -19,6 +28,12 @@ __all__ = [
     "MalformedCompletion",
     "RetryPolicy",
     "ChatResult",
+    "CallCounter",
+    "PendingChat",
+    "PARAM_NAMES",
+    "current_overrides",
+    "engine_request",
+    "in_engine_request",
     "configure_llm",
     "llm",
     "request_overrides",

@@ -55,8 +55,8 @@ from quiver.replay._instrument import Template
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
 from .cache import ResponseCache
-from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt, parse_json, wants_json
-from .current import current_overrides, response_cache_enabled
+from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt
+from .current import current_overrides, engine_request, response_cache_enabled
 
 __all__ = ["RetryPolicy", "LLMClient", "MalformedCompletion"]
 
@@ -106,16 +106,6 @@ def _completion(body: Any) -> dict[str, Any]:
             f"the response is not a chat completion (no choices with a message): {str(body)[:200]}"
         )
     return data
-
-
-def _logprob(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """One ``logprobs.content`` entry with every field of the SDK's type present."""
-    top = [{"token": t.get("token"), "bytes": t.get("bytes"), "logprob": t.get("logprob"),
-            **{k: v for k, v in t.items() if k not in ("token", "bytes", "logprob")}}
-           for t in entry.get("top_logprobs") or []]
-    return {"token": entry.get("token"), "bytes": entry.get("bytes"), "logprob": entry.get("logprob"),
-            "top_logprobs": top,
-            **{k: v for k, v in entry.items() if k not in ("token", "bytes", "logprob", "top_logprobs")}}
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -342,7 +332,8 @@ class LLMClient:
                 with attempt:
                     check_interrupted()  # interrupted: no new attempt, no backoff wait
                     attempts += 1
-                    response = _completion(self._sync_client().post("/chat/completions", **args))
+                    with engine_request():
+                        response = _completion(self._sync_client().post("/chat/completions", **args))
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
@@ -363,7 +354,8 @@ class LLMClient:
                 with attempt:
                     check_interrupted()
                     attempts += 1
-                    response = _completion(await client.post("/chat/completions", **args))
+                    with engine_request():
+                        response = _completion(await client.post("/chat/completions", **args))
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
@@ -394,32 +386,9 @@ class LLMClient:
                 self._async[loop] = client
         return client
 
-    def _finish(self, call: PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
-        choice = response["choices"][0]
-        content = choice["message"].get("content") or ""
-        logprobs = None
-        choice_logprobs = choice.get("logprobs")
-        if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
-            logprobs = [_logprob(t) for t in choice_logprobs["content"]]
-        usage = {
-            k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)
-        }
-        data = parse_json(content, call) if wants_json(call.params) else None
-        result = ChatResult(
-            content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
-            attempts=max(attempts, 1),
-        )
-        call.succeed(result, choice.get("finish_reason"), response.get("system_fingerprint"))
-        if attempts == 0:  # answered from the response cache
-            return result
-        with self._lock:
-            self.stats["calls"] += 1
-            self.stats["attempts"] += attempts
-        if call.builder is not None and call.record is not None:
-            with call.builder._lock:
-                call.builder.llm_calls[call.record.node] += 1
-                call.builder.llm_tokens += int(usage.get("total_tokens", 0))
-        return result
+    @staticmethod
+    def _finish(call: PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
+        return call.finish(response, attempts)
 
 
 _SYNC_POOLS = 8

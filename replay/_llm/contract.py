@@ -13,9 +13,10 @@ from __future__ import annotations
 import difflib
 import json
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from quiver._canonical import to_jsonable
 from quiver._errors import InstrumentationError, LLMError
@@ -31,10 +32,16 @@ from quiver.replay._instrument import (
 )
 from quiver.replay._keys import derive_sample_key
 
-if TYPE_CHECKING:
-    from .client import LLMClient
+__all__ = ["ChatResult", "PendingChat", "CallCounter", "PARAM_NAMES", "OPTION_NAMES", "build_prompt", "wants_json",
+           "parse_json", "logprob_entry"]
 
-__all__ = ["ChatResult", "PendingChat", "PARAM_NAMES", "OPTION_NAMES", "build_prompt", "wants_json", "parse_json"]
+
+class CallCounter(Protocol):
+    """What counts a chat call's served answers and retries: an :class:`LLMClient`, or the
+    transport capture's counter."""
+
+    _lock: threading.Lock
+    stats: Counter[str]
 
 
 @dataclass
@@ -116,7 +123,7 @@ class PendingChat:
 
     def __init__(
         self,
-        client: LLMClient,
+        client: CallCounter,
         model: str,
         params: dict[str, Any],
         prompt: PromptInfo,
@@ -143,7 +150,7 @@ class PendingChat:
 
     @classmethod
     def open(
-        cls, client: LLMClient, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
+        cls, client: CallCounter, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
     ) -> PendingChat:
         record = current_call.get()
         info = ModelInfo(name=model, params=to_jsonable(params))
@@ -237,7 +244,48 @@ class PendingChat:
         if self.opened is not None:
             self.opened.exit(result.value, None)
 
+    def finish(self, response: dict[str, Any], attempts: int, *, parse: bool = True) -> ChatResult:
+        """Record a chat completion the endpoint answered (``attempts`` HTTP attempts;
+        0 when the response cache answered) and count it: the result the caller gets.
+        ``parse=False`` leaves a JSON answer unparsed (a captured call: its caller reads
+        the body itself)."""
+        choice = response["choices"][0]
+        content = choice["message"].get("content") or ""
+        logprobs = None
+        choice_logprobs = choice.get("logprobs")
+        if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
+            logprobs = [logprob_entry(t) for t in choice_logprobs["content"]]
+        usage = {
+            k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+        data = parse_json(content, self) if parse and wants_json(self.params) else None
+        result = ChatResult(
+            content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
+            attempts=max(attempts, 1),
+        )
+        self.succeed(result, choice.get("finish_reason"), response.get("system_fingerprint"))
+        if attempts == 0:  # answered from the response cache
+            return result
+        with self.client._lock:
+            self.client.stats["calls"] += 1
+            self.client.stats["attempts"] += attempts
+        if self.builder is not None and self.record is not None:
+            with self.builder._lock:
+                self.builder.llm_calls[self.record.node] += 1
+                self.builder.llm_tokens += int(usage.get("total_tokens", 0))
+        return result
+
     def fail(self, exc: BaseException) -> None:
         if self.opened is not None:
             self.opened.exit(None, exc)
             self.opened = None
+
+
+def logprob_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``logprobs.content`` entry with every field of the SDK's type present."""
+    top = [{"token": t.get("token"), "bytes": t.get("bytes"), "logprob": t.get("logprob"),
+            **{k: v for k, v in t.items() if k not in ("token", "bytes", "logprob")}}
+           for t in entry.get("top_logprobs") or []]
+    return {"token": entry.get("token"), "bytes": entry.get("bytes"), "logprob": entry.get("logprob"),
+            "top_logprobs": top,
+            **{k: v for k, v in entry.items() if k not in ("token", "bytes", "logprob", "top_logprobs")}}

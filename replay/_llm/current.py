@@ -15,7 +15,26 @@ if TYPE_CHECKING:
     from .client import LLMClient
 
 __all__ = ["llm", "configure_llm", "use_llm", "request_overrides", "current_overrides", "use_response_cache",
-           "response_cache_enabled"]
+           "response_cache_enabled", "engine_request", "in_engine_request"]
+
+
+_engine_request: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_engine_request", default=False)
+
+
+@contextlib.contextmanager
+def engine_request() -> Iterator[None]:
+    """Mark the HTTP requests made within the block as the engine's own (an
+    :class:`LLMClient` call, already recorded): the transport capture lets them pass."""
+    token = _engine_request.set(True)
+    try:
+        yield
+    finally:
+        _engine_request.reset(token)
+
+
+def in_engine_request() -> bool:
+    """Whether the current context is inside :func:`engine_request`."""
+    return _engine_request.get()
 
 
 _cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
