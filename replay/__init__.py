@@ -24,7 +24,7 @@ from quiver._lazy import lazy_exports
 from quiver.replay import _capture as _capture  # registers the transport capture with the recordings
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
-    "._capture": ("capture_stats", "installed_hooks"),
+    "._capture": ("capture_stats", "installed_hooks", "unseen_llm_calls", "unseen_llm_nodes", "unseen_llm_warning"),
     "._executors": (
         "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
         "registered_executors", "worker_for",
@@ -68,6 +68,9 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
     from quiver.replay._capture import (
         capture_stats as capture_stats,
         installed_hooks as installed_hooks,
+        unseen_llm_calls as unseen_llm_calls,
+        unseen_llm_nodes as unseen_llm_nodes,
+        unseen_llm_warning as unseen_llm_warning,
     )
     from quiver.replay._executors import (
         Executor as Executor,

@@ -29,7 +29,7 @@ from quiver._observational import Profile
 from quiver._progress import Progress
 from quiver._report import campaign_markdown, write_html
 from quiver._trace import Trace, TraceWriter
-from quiver.replay import ReplayJob, ReplayResult
+from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
 
 from .jobs import controls, distinct
 from .ledger import Ledger
@@ -206,12 +206,20 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     )
     result.failures = _failures_by_perturbation(rows)
     data = estimates.to_json()
+    unseen = _unseen_llm_nodes(spec, traces)
     for entry in data["perturbations"]:
         entry["failures"] = failures_json(result.failures.get(entry["id"], Counter()))
+        entry["unseen_llm_nodes"] = unseen.get(entry["id"], [])
     _write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
-    _write_text(out / "report.md", campaign_markdown(data, observational))  # the failures' reasons too
+    warnings = [line for pid, nodes in unseen.items() if (line := unseen_llm_warning(nodes, f"perturbation {pid}"))]
+    for line in warnings:
+        run.warn(line)
+    report = campaign_markdown(data, observational)  # the failures' reasons too
+    if warnings:
+        report += "\n## LLM requests the engine did not see\n\n" + "".join(f"* {line}\n" for line in warnings)
+    _write_text(out / "report.md", report)
     write_html(out, "campaign")
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)
@@ -219,6 +227,18 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     for r in rows:
         result.retries.update(r.retries or {})
     result.llm_calls = sum(sum(r.llm_calls.values()) for r in rows)
+
+
+def _unseen_llm_nodes(spec: Any, traces: list[Trace]) -> dict[str, list[str]]:
+    """Perturbation id -> the llm nodes its replays run live (target, inside, downstream)
+    that recorded no LLM call in the baseline (``campaign.json``'s ``unseen_llm_nodes``):
+    their requests bypass the engine, so their pairs' LLM calls read 0."""
+    out = {}
+    for p in spec.perturbations:
+        nodes = unseen_llm_nodes(traces, Target(p.node, p.occurrence))
+        if nodes:
+            out[p.id] = nodes
+    return out
 
 
 def _write_jsonl(path: Path, rows: Sequence[PairRow]) -> None:

@@ -88,10 +88,21 @@ def command(args: argparse.Namespace) -> int:
         f"{summary['llm_calls']} LLM calls in {summary['seconds']:.1f}s; retries: {retries}"
     )
     print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
+    _warn_unseen_llm_requests(result.traces_path)
     if result.failed:
         print(f"{result.failed} trace(s) failed; see {result.log_path}{again}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _warn_unseen_llm_requests(traces_path: Path) -> None:
+    """One line on stderr naming the llm nodes that recorded no LLM call, if any."""
+    from quiver import iter_traces
+    from quiver.replay import unseen_llm_nodes, unseen_llm_warning
+
+    line = unseen_llm_warning(unseen_llm_nodes(iter_traces(traces_path, on_error="skip")), "warning")
+    if line:
+        print(line, file=sys.stderr)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@
 client. :func:`spec_redactor` adds the value of the API-key variable to the spec's
 redaction. ``quiver record``, ``run``, ``gate`` and ``replay --spec`` open their
 endpoint here.
+
+While the endpoint is open, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` name it
+(:func:`endpoint_environment`), so that a pipeline building its client from the
+environment (``openai.OpenAI()``, ``ChatOpenAI()``, ``dspy.LM("openai/...")``) talks to
+the endpoint the engine records and replays against; they are restored afterwards.
 """
 
 from __future__ import annotations
@@ -29,7 +34,11 @@ from quiver.replay import (
 
 from .record import LLMSpec, RecordSpec, SimulatorSpec
 
-__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "simulator_models", "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S"]
+__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "simulator_models", "endpoint_environment",
+           "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S", "ENDPOINT_VARIABLES"]
+
+ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+"""The variables :func:`endpoint_environment` sets: the URL and key of the spec's endpoint."""
 
 PROBE_ATTEMPTS = 2
 """Connection attempts of :func:`probe_endpoint` before the endpoint counts as down."""
@@ -118,12 +127,32 @@ def open_llm(llm: LLMSpec, base_dir: Path) -> Iterator[LLMClient]:
             timeout_s=llm.timeout_s, retry=llm.retry, params=llm.params,
         )
         try:
-            yield client
+            with endpoint_environment(base_url, client.api_key if key or llm.api_key_env else None):
+                yield client
         finally:
             client.close()
     finally:
         if process is not None:
             process.stop()
+
+
+@contextlib.contextmanager
+def endpoint_environment(base_url: str, api_key: str | None) -> Iterator[None]:
+    """``OPENAI_BASE_URL`` (and ``OPENAI_API_KEY``, when a key is given) set to the
+    endpoint within the block; their earlier values (or their absence) restored after.
+    The key lives only in this process's environment: nothing here writes it anywhere."""
+    saved = {name: os.environ.get(name) for name in ENDPOINT_VARIABLES}
+    os.environ["OPENAI_BASE_URL"] = base_url
+    if api_key is not None:
+        os.environ["OPENAI_API_KEY"] = api_key
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def spec_redactor(spec: RecordSpec) -> Redactor:

@@ -34,9 +34,15 @@ and calls the original.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from quiver.replay._instrument import on_recording
 
-__all__ = ["install", "installed_hooks", "capture_stats"]
+if TYPE_CHECKING:  # loaded on first use (they read traces; the recordings do not need them)
+    from .unseen import unseen_llm_calls, unseen_llm_nodes, unseen_llm_warning
+
+__all__ = ["install", "installed_hooks", "capture_stats", "unseen_llm_calls", "unseen_llm_nodes",
+           "unseen_llm_warning"]
 
 _installed: list[str] = []
 
@@ -61,6 +67,14 @@ def capture_stats() -> dict[str, int]:
 
     with counter._lock:
         return dict(counter.stats)
+
+
+def __getattr__(name: str) -> object:
+    if name in ("unseen_llm_calls", "unseen_llm_nodes", "unseen_llm_warning"):
+        from . import unseen
+
+        return getattr(unseen, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 on_recording(install)
