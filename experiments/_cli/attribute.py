@@ -11,6 +11,7 @@ reproduce frozen or a line of the corpus cannot be read.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,7 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver attribute``; return the exit code."""
-    import quiver
-    from quiver._errors import QuiverError
+    from quiver._trace import read_corpus
     from quiver._yamlspec import load_spec
     from quiver.experiments._attribute import attribute, write_attribution
     from quiver.experiments._config import RecordSpec, open_llm
@@ -58,20 +58,19 @@ def command(args: argparse.Namespace) -> int:
     repeats = checked_override(RecordSpec, "repeats", args.repeats, "--repeats")
     dimensions = _dimensions(args.dimensions)
     spec = load_spec(RecordSpec, args.spec)
-    if not args.traces.is_file():
-        raise QuiverError(f"{args.traces}: no such corpus file; give the traces.jsonl that quiver record wrote")
-    loaded = quiver.load_traces(args.traces)
-    if not loaded.traces:
-        raise QuiverError(f"{args.traces}: holds no readable trace")
+    traces, skipped = read_corpus([args.traces], lambda m: print(f"quiver attribute: warning: {m}", file=sys.stderr))
     fn = load_pipeline(spec.pipeline, args.spec.parent)
     with open_llm(spec.llm, args.spec.parent) as client:
-        result = attribute(loaded.traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
+        result = attribute(traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
                            seed=spec.seed, concurrency=spec.concurrency)
     js, md = write_attribution(result, args.out)
     print(f"{result.reproduced} traces reproduced frozen, {len(result.not_reproduced)} did not; "
           f"LLM calls by condition: {result.llm_calls}")
     print(f"attribution: {js}\nreport: {md}")
-    return EXIT_PROBLEMS if result.not_reproduced or loaded.errors else EXIT_OK
+    if skipped:
+        print(f"quiver attribute: {skipped} bad trace line(s) skipped (named above); `quiver validate` lists them",
+              file=sys.stderr)
+    return EXIT_PROBLEMS if result.not_reproduced or skipped else EXIT_OK
 
 
 def _dimensions(text: str) -> list[str]:
