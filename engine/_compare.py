@@ -227,13 +227,13 @@ def compare_corpora(
     nodes = list(dict.fromkeys(c.node for g in common for t in (*g_before[g], *g_after[g]) for c in t.calls))
     changes = _context_changes([t for g in common for t in g_before[g]], [t for g in common for t in g_after[g]])
     rows = [_node_row(node, units, kind, views, boot, changes.get(node, [])) for node in nodes]
-    _decide(rows)
+    family = _decide(rows)
     across = _table([(g, a, b) for g in common for a in g_before[g] for b in g_after[g]], common, resamples, seed)
     data = {
         "inputs": len(common), "inputs_before_only": len(g_before) - len(common),
         "inputs_after_only": len(g_after) - len(common), "traces_before": len(before), "traces_after": len(after),
         "pairs": {"before": int((kind == 0).sum()), "after": int((kind == 1).sum()), "across": int((kind == 2).sum())},
-        "resamples": resamples, "seed": seed, "nodes": rows,
+        "resamples": resamples, "seed": seed, "tests": family, "nodes": rows,
         "reached": [r["node"] for r in rows if r["reached"]],
         "less_consistent": [r["node"] for r in rows if r["less_consistent"]],
         "changes": {n: c for n, c in changes.items() if c}, "first_divergence_across": across.data,
@@ -268,20 +268,39 @@ def _node_row(node: str, units: list[tuple[int, int, Trace, Trace]], kind: np.nd
     }
 
 
-def _decide(rows: list[dict[str, Any]]) -> None:
+_TOLERANCE = 1e-9
+"""Differences of rates closer to 0 than this are 0 (float residue of a - b/2 - c/2)."""
+
+
+def _decide(rows: list[dict[str, Any]]) -> dict[str, int]:
     """Flag the rows whose shift or excess lies above 0 at the family-wise level ALPHA:
-    the percentile interval at 1 - ALPHA / m, m = the nodes where the estimate is
-    defined (Bonferroni), so that two recordings of one deployment pass."""
+    the percentile interval at 1 - ALPHA / m (Bonferroni), so that two recordings of one
+    deployment pass. m counts the nodes where the estimate is a test: defined, and not
+    the same value <= 0 in every resample (a node no resample tells apart cannot lie above
+    0 at any level, so it is left out of the family, as Tarone's rule leaves out tests
+    that cannot reach significance). A lower end above 0 by less than float residue is 0.
+
+    Returns:
+        m of each estimate: ``{"shift": m, "excess": m}``.
+    """
+    family = {}
     for i, (key, flag) in enumerate((("shift", "less_consistent"), ("excess", "reached"))):
-        m = max(1, sum(r[key] is not None for r in rows))
+        finite = {id(r): _finite(r["_draws"][i]) if r[key] is not None else np.zeros(0) for r in rows}
+        m = max(1, sum(d.size > 0 and (float(np.ptp(d)) > _TOLERANCE or float(d.min()) > _TOLERANCE)
+                       for d in finite.values()))
+        family[key] = m
         for r in rows:
-            draws = r["_draws"][i]
-            finite = draws[np.isfinite(draws)] if draws is not None and r[key] is not None else np.zeros(0)
-            low = float(np.percentile(finite, 100 * ALPHA / (2 * m))) if finite.size else None
+            draws = finite[id(r)]
+            low = float(np.percentile(draws, 100 * ALPHA / (2 * m))) if draws.size else None
             r[f"{key}_low_adjusted"] = None if low is None else round(low, 6)
-            r[flag] = bool(low is not None and low > 0)
+            r[flag] = bool(low is not None and low > _TOLERANCE)
     for r in rows:
         del r["_draws"]
+    return family
+
+
+def _finite(draws: np.ndarray | None) -> np.ndarray:
+    return draws[np.isfinite(draws)] if draws is not None else np.zeros(0)
 
 
 def _contexts(traces: list[Trace]) -> dict[str, dict[str, set[str]]]:

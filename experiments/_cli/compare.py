@@ -50,9 +50,14 @@ def command(args: argparse.Namespace) -> int:
 
     if args.resamples < 1:
         raise QuiverError(f"--resamples {args.resamples}: give at least 1")
+    from .diff import trace_corpus
+
+    corpora = []
     for path in (args.before, args.after):
         check_trace_file(path)
-    before, after = list(iter_traces(args.before)), list(iter_traces(args.after))
+        with trace_corpus(path):
+            corpora.append(list(iter_traces(path)))
+    before, after = corpora
     result = compare_corpora(before, after, resamples=args.resamples, seed=args.seed)
     data = {**result.to_json(), "before": str(args.before), "after": str(args.after)}
     try:

@@ -4,8 +4,10 @@ the first divergent call and its cause (see :mod:`quiver._diff`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +16,10 @@ from .common import EXIT_OK
 if TYPE_CHECKING:
     from quiver._trace import Trace
 
-__all__ = ["add_parser", "command", "load_one_trace"]
+__all__ = ["add_parser", "command", "load_one_trace", "trace_corpus"]
+
+_EXPORT_LIMIT = 64 * 2**20
+"""The largest file read whole to tell a span export from a damaged trace corpus."""
 
 
 def add_parser(sub: Any) -> None:
@@ -53,13 +58,51 @@ def _file_and_id(arg: str) -> tuple[Path, str | None]:
     return Path(arg), None
 
 
+def export_hint(path: Path) -> str | None:
+    """When ``path`` holds one JSON document (a span export, pretty-printed) rather than
+    JSON Lines of traces: what to run first. None otherwise."""
+    try:
+        if path.suffix == ".gz" or path.stat().st_size > _EXPORT_LIMIT:
+            return None
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, (dict, list)) or (isinstance(document, dict) and "calls" in document):
+        return None  # a trace (on one line) whose own error says more
+    return (f"{path} is one JSON document, not a trace corpus (JSON Lines, one trace a line): import a span "
+            f"export first, quiver import langfuse|openinference|otel-genai {path} --out traces.jsonl, and give "
+            "the traces it writes")
+
+
+@contextlib.contextmanager
+def trace_corpus(path: Path) -> Iterator[None]:
+    """Read ``path`` as a trace corpus in the block: a span export it cannot read is
+    refused with the import to run instead of the JSON error of its first line."""
+    from quiver._errors import QuiverError, TraceFormatError
+
+    try:
+        yield
+    except TraceFormatError as exc:
+        hint = export_hint(path) if exc.file == str(path) and exc.line == 1 else None
+        if hint is None:
+            raise
+        raise QuiverError(hint) from None
+
+
 def load_one_trace(arg: str) -> Trace:
     """The trace ``arg`` names: ``FILE:TRACE_ID``, or the one trace of ``FILE``."""
-    from quiver._errors import QuiverError
-    from quiver._trace import check_trace_file, iter_traces, printable
+    from quiver._trace import check_trace_file
 
     path, trace_id = _file_and_id(arg)
     check_trace_file(path)
+    with trace_corpus(path):
+        return _find(path, trace_id)
+
+
+def _find(path: Path, trace_id: str | None) -> Trace:
+    from quiver._errors import QuiverError
+    from quiver._trace import iter_traces, printable
+
     if trace_id is None:
         traces = []
         for t in iter_traces(path):
@@ -110,7 +153,8 @@ def _corpus(args: argparse.Namespace) -> int:
     from quiver._trace import check_trace_file, iter_traces
 
     path = check_trace_file(args.traces[0])
-    table = first_divergence_table(iter_traces(path), resamples=args.resamples, seed=args.seed)
+    with trace_corpus(path):
+        table = first_divergence_table(iter_traces(path), resamples=args.resamples, seed=args.seed)
     if table.data["pairs"] == 0:
         raise QuiverError(f"{path}: no input group has two ok traces, so there is no same-input pair to diff; "
                           "give two traces as A B, or record with repeats >= 2")
