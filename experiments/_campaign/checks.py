@@ -268,10 +268,12 @@ def _live_models(trace: Trace, index: int, execution: bool) -> list[str]:
     return list(dict.fromkeys(c.model.name for c in trace.calls[start:] if c.model is not None and c.model.name))
 
 
-def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace], graph: PipelineGraph) -> None:
+def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
+                   graph_of: Callable[[], PipelineGraph]) -> None:
     """The dry run of every perturbation on the baseline (see the module docstring).
-    ``graph`` is the graph the replays are given (the declared one, completed from the
-    baseline). A perturbation whose target never ran in the baseline is left to the run.
+    ``graph_of`` gives the graph the replays are given (the declared one, completed from
+    the baseline), once a baseline trace is known to have run through. A perturbation
+    whose target never ran in the baseline is left to the run.
 
     Raises:
         SpecError: naming the spec's file, line and field, the perturbation, the trace
@@ -280,6 +282,8 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace], grap
     spot = _Spot(path)
     base_dir = path.parent
     served = _served(spec, base_dir, spot)
+    _some_trace_ran(spec, traces, served, spot)
+    graph = graph_of()
     for i, p in enumerate(spec.perturbations):
         found = _target(traces, p)
         if found is None:
@@ -301,6 +305,22 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace], grap
                                 f"after it), which the simulator does not serve (it serves "
                                 f"{', '.join(sorted(served))}); add the module that registers them with "
                                 "@sim_model to llm.simulator.models")
+
+
+def _some_trace_ran(spec: CampaignSpec, traces: Sequence[Trace], served: set[str] | None, spot: _Spot) -> None:
+    """A baseline none of whose traces ran through gives no replay at all: refused with
+    the first trace's error (and the simulator's models, when it serves too few)."""
+    if not traces or any(t.status == "ok" for t in traces):
+        return
+    first = traces[0]
+    error = f"{first.error.type}: {first.error.message}" if first.error is not None else "no error recorded"
+    where: _Where = ("baseline",) if spec.baseline is not None else ("inputs",)
+    models = sorted({c.model.name for t in traces for c in t.calls if c.model is not None and c.model.name})
+    if served is not None and any(m not in served for m in models):
+        where = ("llm", "simulator", "models")
+    raise spot.fail(where, f"none of the {len(traces)} baseline traces ran through, so no perturbation has a call to "
+                           f"perturb; the first, {first.trace_id}, failed with {error.splitlines()[0][:300]}"
+                           + (f" (the simulator serves {', '.join(sorted(served))})" if served is not None else ""))
 
 
 def check_candidates(candidates: Mapping[str, Path], changed: Callable[[str], str]) -> None:

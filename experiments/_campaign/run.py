@@ -381,7 +381,7 @@ class CampaignRun:
             SpecError: A perturbation would fail its replays; the message names it.
         """
         traces = self.baseline(resume=resume)
-        check_baseline(self.spec, self.path, traces, self.graph(traces))
+        check_baseline(self.spec, self.path, traces, lambda: self.graph(traces))
         return traces
 
     def _open_ledger(self, ledger_path: Path) -> tuple[Ledger, str]:
