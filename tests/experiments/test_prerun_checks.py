@@ -254,3 +254,18 @@ def test_run_that_fails_before_its_first_replay_leaves_nothing_to_refuse_the_rer
     spec.write_text(text.replace("params: {set: {urgent: true}}", "params: {set: {priority: high}}"))
     line = _refused(["run", str(spec)], out)  # checked again, not "holds a campaign's ledger already"
     assert "perturbation 'urgent'" in line and "no key 'priority'" in line
+
+
+def test_baseline_recorded_with_a_simulator_that_lacks_its_models_is_refused_after_recording(tmp_path: Path) -> None:
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(
+        f"pipeline: {QUICKSTART / 'pipeline.py'}:run\nllm: simulator\n"
+        "inputs: [{id: a, ticket: I was charged twice}, {id: b, ticket: the app crashes}]\nrepeats: 1\n"
+        "perturbations:\n  - {id: urgent, node: classify, op: override, params: {set: {urgent: true}}}\n"
+        f"output: {tmp_path / 'out'}\n", encoding="utf-8")
+    proc = quiver_run(["run", str(spec), "--quiet"])
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("quiver run: error: ")]
+    assert len(errors) == 1 and f"{spec}:2: llm.simulator.models: none of the 2 baseline traces ran" in errors[0]
+    assert "'quickstart-classify' does not exist" in errors[0]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["baseline"]  # no ledger, no spec.resolved.json
