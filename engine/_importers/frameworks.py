@@ -16,7 +16,8 @@ traces are left as read.
   template hash; a second LLM span under one node is a call of its own (``llm``);
 * the node's conditional edge (its last child: a chain span with no LLM span under it
   whose output is a destination or a list of them) is the node's decision: the gate is
-  named after the node, the arm is the destination (a path-map label is resolved from
+  named as LangGraph names the branch (the routing function's name, ``condition`` for a
+  lambda), the arm is the destination (a path-map label is resolved from
   the next step's ``branch:to:X`` triggers), ``__end__`` when the graph ends there;
 * parents: the calls of the previous step (those whose decision sent elsewhere left
   out), the input ``c0`` for the first step;
@@ -31,7 +32,8 @@ traces are left as read.
 * a predictor's spans (``Predict.forward``, ``Predict(Sig).forward``,
   ``ChatAdapter.__call__``, ``LM.__call__``) fold into one llm call: input and output
   the predictor's (the prediction's fields as a dict), model, messages, response and
-  usage the LM's;
+  usage the LM's; an output field typed ``Literal[...]`` or ``bool`` is a routing
+  field, its value the decision of the gate named by the field;
 * it is named by its attribute path in the program (``router``, ``hops.gen_query``;
   ``answer`` for the predictor of a ``ChainOfThought`` at ``answer``) when the
   program's saved state is given (``dspy_program``: what ``program.save(PATH)``
@@ -43,7 +45,11 @@ traces are left as read.
   tags);
 * parents: the earlier calls whose output values the call's input holds, else the call
   just before it;
-* loops: a predictor called again, as for LangGraph nodes.
+* a module holding no other module (a retriever, a tool wrapper) is a node named by its
+  class (``retrieval`` when the class name says ``Retriev``);
+* loops: each call of a module holding others (``Hop`` at ``hops``) is the next
+  iteration of the loop named by its path (``hops``: the path of the calls under it
+  without their last part; its class name when the program's state is not given).
 
 Folded spans keep what the call did not map in ``tags["otel.absorbed"]`` (the LLM
 span's serialized LangChain result with its ``lc_run--`` id among them).
@@ -213,7 +219,7 @@ class _LangGraph:
         known = {str(_meta(s)["langgraph_node"]) for s in nodes} | {_END}
         dropped: set[int] = set()
         extra: list[SourceSpan] = []
-        edges: dict[int, Any] = {}
+        edges: dict[int, tuple[str, Any]] = {}
         for node in nodes:
             node.name = str(_meta(node)["langgraph_node"])
             edge = self._edge(node)
@@ -225,11 +231,13 @@ class _LangGraph:
             folded = [s for s in under if s not in llms[1:]]
             _fold(node, folded, llms[0] if llms else None)
             dropped.update(id(s) for s in folded)
-            if edge is not None:
-                edges[id(node)] = _output(edge)
+            if edge is not None:  # LangGraph names a branch after its routing function, else "condition"
+                gate = "condition" if edge.name in ("RunnableCallable", "RunnableLambda") else edge.name
+                edges[id(node)] = (gate, _output(edge))
         for i, node in enumerate(nodes):
             if id(node) in edges:
-                node.decision = {node.name: self._arm(edges[id(node)], node, nodes[i + 1:], known)}
+                gate, out = edges[id(node)]
+                node.decision = {gate: self._arm(out, node, nodes[i + 1:], known)}
         self._link(nodes)
         root.as_trace = True
         loops = _number_loops(nodes)
@@ -301,6 +309,9 @@ def _arms(decision: Mapping[str, Any]) -> set[str]:
 # --------------------------------------------------------------------------- DSPy
 
 
+_WRAPPERS = {"ChainOfThought", "ChainOfThoughtWithHint", "ProgramOfThought", "ReAct", "Refine", "BestOfN",
+             "MultiChainComparison", "CodeAct"}
+"""DSPy modules that wrap a predictor of their own (``self.predict``): the predictor is named after them."""
 _INSTRUCTIONS = re.compile(r"""\binstructions=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", re.DOTALL)
 _SIGNATURE_HEAD = re.compile(r"^\w+\((?P<inputs>[^\n]*?)->(?P<outputs>[^\n]*?)\n", re.DOTALL)
 
@@ -316,21 +327,31 @@ class _DSPy:
         root = modules[0] if len(modules) == 1 else None
         units = self._units()
         keep: list[SourceSpan] = []
+        wrappers: dict[int, SourceSpan | None] = {}
         for unit, predict in units:
             under = self.tree.below(unit)
             llm = next((s for s in under if _kind(s) == "LLM"), None)
             adapter = next((s for s in under if s.name.endswith(("Adapter.__call__", "Adapter.acall"))), None)
-            unit.name = self._name(unit, predict, adapter)
+            unit.name, wrappers[id(unit)] = self._name(unit, predict, adapter)
             _fold(unit, under, llm)
+            prediction = _output(unit)
+            if isinstance(prediction, dict):
+                unit.decision = {f: prediction[f] for f in _routing_fields(adapter) if f in prediction}
             keep.append(unit)
         in_units = {id(s) for u, _ in units for s in self.tree.below(u)}
         out: list[SourceSpan] = []
         for span in self.tree.spans:
             if id(span) in in_units:
                 continue
-            if span is root or span in keep or _kind(span) in ("RETRIEVER", "TOOL", "RERANKER", "EMBEDDING"):
+            module = _DSPY_MODULE.match(span.name)
+            if span is root or span in keep or module is None or _kind(span) != "CHAIN":
                 out.append(span)
-            elif root is not None and _DSPY_MODULE.match(span.name) and _kind(span) == "CHAIN":
+            elif not self.tree.children.get(span.span_id):  # a module holding none: a node (retriever, tool)
+                span.name = module["cls"]
+                if "retriev" in span.name.lower():
+                    span.attributes[_KIND] = "RETRIEVER"
+                out.append(span)
+            elif root is not None:  # a module holding others is structure: its calls number a loop
                 root.absorbed.append({"name": span.name, "span_id": span.span_id, "kind": "CHAIN",
                                       "attributes": dict(span.attributes)})
             else:
@@ -339,13 +360,32 @@ class _DSPy:
             return out
         root.as_trace = True
         calls = sorted((s for s in out if s is not root), key=_start)
+        loops = self._loops(calls, root, wrappers)
         for span in calls:
             span.parent_id = root.span_id
         self._link(calls)
-        loops = _number_loops(calls)
         if loops:
             root.trace_tags = {"loops": loops}
         return out
+
+    def _loops(self, calls: list[SourceSpan], root: SourceSpan,
+               wrappers: Mapping[int, SourceSpan | None]) -> dict[str, dict[str, Any]]:
+        """Each call of a module holding others is the next iteration of the loop named by its
+        path (the call's path without its last part; its class name without one)."""
+        iterations: dict[str, list[str]] = defaultdict(list)
+        for call in calls:
+            wrapper = wrappers.get(id(call))
+            holders = [a for a in self._ancestors(call) if a is not root and a is not wrapper
+                       and _DSPY_MODULE.match(a.name) and self._ancestors(a) and a.span_id is not None]
+            if not holders:
+                continue
+            holder = holders[0]
+            name = call.name.rsplit(".", 1)[0] if "." in call.name else holder.name.rsplit(".", 1)[0]
+            seen = iterations[name]
+            if holder.span_id not in seen:
+                seen.append(str(holder.span_id))
+            call.loop, call.iteration = name, seen.index(str(holder.span_id))
+        return {name: {"k_max": None, "iterations": [len(seen)]} for name, seen in iterations.items()}
 
     def _units(self) -> list[tuple[SourceSpan, SourceSpan]]:
         """Each predictor call: its outermost span (``Predict.forward``) and its ``Predict(Sig).forward`` span."""
@@ -371,24 +411,27 @@ class _DSPy:
             cur = self.tree.by_id.get(cur.parent_id)
         return out
 
-    def _name(self, unit: SourceSpan, predict: SourceSpan, adapter: SourceSpan | None) -> str:
+    def _name(self, unit: SourceSpan, predict: SourceSpan,
+              adapter: SourceSpan | None) -> tuple[str, SourceSpan | None]:
+        """The predictor's node name, and the module span that wraps it (a ``ChainOfThought``), if any."""
         m = _DSPY_PREDICT.match(predict.name)
         assert m is not None
         instructions, inputs, outputs = _signature(adapter)
         modules = [a for a in self._ancestors(unit) if _DSPY_MODULE.match(a.name)]
+        enclosing = _DSPY_MODULE.match(modules[0].name) if len(modules) > 1 else None
         if self.state is not None and instructions is not None:
             found = self._path(instructions, inputs + outputs, len(modules))
             if found is not None:
-                enclosing = _DSPY_MODULE.match(modules[0].name) if len(modules) > 1 else None
                 if found.endswith(".predict") and enclosing is not None and enclosing["cls"] != "Predict":
-                    return found[: -len(".predict")]
-                return found
+                    return found[: -len(".predict")], modules[0]
+                return found, None
             self.note(unit, f"no predictor of the DSPy program has this span's signature "
                       f"({', '.join(inputs)} -> {', '.join(outputs)}); named after the signature")
+        wrapper = modules[0] if enclosing is not None and enclosing["cls"] in _WRAPPERS else None
         if m["sig"] != "StringSignature":
-            return m["sig"]
+            return m["sig"], wrapper
         shown = [f for f in outputs if f != "reasoning"] or outputs
-        return ", ".join(shown) if shown else predict.name
+        return (", ".join(shown) if shown else predict.name), wrapper
 
     def _path(self, instructions: str, fields: list[str], depth: int) -> str | None:
         assert self.state is not None
@@ -428,6 +471,18 @@ def _signature(adapter: SourceSpan | None) -> tuple[str | None, list[str], list[
     except (ValueError, SyntaxError):
         instructions = None
     return (instructions if isinstance(instructions, str) else None), inputs, outputs
+
+
+_ROUTING_FIELD = re.compile(r"^\s+(\w+) = Field\(annotation=(?:Literal\[|bool\b).*'__dspy_field_type': 'output'",
+                            re.MULTILINE)
+
+
+def _routing_fields(adapter: SourceSpan | None) -> list[str]:
+    """The output fields typed ``Literal[...]`` or ``bool`` of the adapter span's signature: routing fields,
+    whose values are decisions (gate: the field)."""
+    given = parse_json(adapter.attributes.get("input.value")) if adapter is not None else None
+    text = given.get("signature") if isinstance(given, dict) else None
+    return _ROUTING_FIELD.findall(text) if isinstance(text, str) else []
 
 
 def _squash(name: str) -> str:
