@@ -1,0 +1,349 @@
+"""quiver.integrations.langgraph: real LangGraph graphs recorded and replayed without glue.
+
+The bundled agent (``experiments/langgraph_agent``, plain ``ChatOpenAI`` and one
+``instrument(...)`` line) is recorded 3 times over its inputs with ``quiver record``,
+checked with ``quiver replay --check`` and perturbed by a tiny campaign with the five
+perturbation classes; small graphs pin down parents through reducers, ``Send`` fan-out
+identity under shuffled scheduling, async graphs, checkpointers and interrupts, and the
+``ChatPromptTemplate`` swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import operator
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+import yaml
+from langchain_core.prompts import ChatPromptTemplate
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
+
+from quiver import Trace
+from quiver.integrations.langgraph import from_json, instrument, register_prompt, to_json
+from quiver.replay import Simulator, Template, TraceBuilder, template_overrides
+from quiver.replay._instrument import current_builder
+
+ROOT = Path(__file__).parents[2]
+AGENT = ROOT / "experiments" / "langgraph_agent"
+SPEC = ROOT / "experiments" / "specs" / "langgraph_agent.yaml"
+LLM_NODES = {"router", "grade", "rewrite", "compose"}
+
+
+def _quiver() -> list[str]:
+    import shutil
+
+    found = shutil.which("quiver")
+    return [found] if found else [sys.executable, "-m", "quiver.experiments._cli"]
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*_quiver(), *args], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def endpoint(simulator: Simulator) -> dict[str, str]:
+    """The environment of an unmodified program pointed at the session simulator (with
+    the agent's models registered), as ``quiver record`` points it at its own."""
+    spec = importlib.util.spec_from_file_location("langgraph_agent_sim_models", AGENT / "sim_models.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return {**os.environ, "OPENAI_BASE_URL": simulator.url, "OPENAI_API_KEY": "sk-test"}
+
+
+@pytest.fixture(scope="module")
+def recorded(endpoint: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> list[Trace]:
+    out = tmp_path_factory.mktemp("lg") / "corpus"
+    _cli(["record", str(AGENT / "record.yaml"), "--output", str(out), "--quiet"], endpoint)
+    return [Trace.model_validate_json(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+
+
+def test_every_llm_call_is_recorded_with_the_full_contract(recorded: list[Trace]) -> None:
+    assert len(recorded) == 36 and all(t.status == "ok" for t in recorded)
+    for trace in recorded:
+        nodes = {c.node for c in trace.calls}
+        assert {"router", "compose"} <= nodes
+        for call in trace.calls:
+            if call.node not in LLM_NODES:
+                continue
+            assert call.kind == "llm" and call.model is not None and call.model.name.startswith("lg-")
+            template_id = f"{call.node.replace('grade', 'grader')}_prompt"  # the variable holding it
+            assert call.prompt is not None and call.prompt.template_id == template_id
+            assert call.prompt.assembled and call.prompt.fragments[0] == call.prompt.template_hash
+            assert call.response is not None and call.response.content and call.response.usage
+        retrieves = [c for c in trace.calls if c.node == "retrieve"]
+        assert all(c.kind == "retrieval" and c.loop == "retrieve" for c in retrieves)
+        assert [c.iteration for c in retrieves] == list(range(len(retrieves)))
+        assert trace.calls[1].decision["route_question"] in ("retrieve", "compose")
+
+
+def test_repeats_differ_where_the_simulator_samples(recorded: list[Trace]) -> None:
+    by_input: dict[str, set[str]] = {}
+    for trace in recorded:
+        by_input.setdefault(trace.input_id, set()).add(json.dumps(trace.output, sort_keys=True))
+    assert sum(len(outputs) > 1 for outputs in by_input.values()) >= 3
+
+
+def test_parents_come_from_channel_writes_and_triggers(recorded: list[Trace]) -> None:
+    trace = next(t for t in recorded if sum(c.node == "retrieve" for c in t.calls) >= 2)
+    ids = {c.call_id: c for c in trace.calls}
+    second = [c for c in trace.calls if c.node == "retrieve"][1]
+    names = {ids[p].node for p in second.parents}
+    assert "rewrite" in names and "input" in names  # the trigger and the question's writer
+
+
+def test_replay_check_reproduces_every_trace_without_llm_calls(
+    recorded: list[Trace], endpoint: dict[str, str], tmp_path: Path
+) -> None:
+    corpus = tmp_path / "traces.jsonl"
+    corpus.write_text("".join(t.model_dump_json() + "\n" for t in recorded))
+    proc = _cli(["replay", str(corpus), "--spec", str(AGENT / "record.yaml"), "--check", "--out", str(tmp_path / "c")],
+                endpoint)
+    assert "36 of 36 traces reproduce exactly" in proc.stdout and "0 LLM calls made" in proc.stdout
+
+
+def test_each_perturbation_class_gives_effective_pairs_with_counted_calls(
+    recorded: list[Trace], endpoint: dict[str, str], tmp_path: Path
+) -> None:
+    corpus = tmp_path / "traces.jsonl"
+    chosen = [t for t in recorded if t.input_id in ("lost-2fa", "vague-access", "calendar-sync")]
+    corpus.write_text("".join(t.model_dump_json() + "\n" for t in chosen))
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["pipeline"] = f"{AGENT / 'pipeline.py'}:run"
+    spec["llm"]["simulator"]["models"] = [str(AGENT / "sim_models.py")]
+    graph = yaml.safe_load((AGENT / "graph.yaml").read_text())
+    for node in ("rewrite", "compose"):  # texts compared as labels: no embedding model to load here
+        for fld in graph["nodes"][node]["fields"].values():
+            fld["type"] = "categorical"
+    (tmp_path / "graph.yaml").write_text(yaml.safe_dump(graph))
+    spec["graph"] = str(tmp_path / "graph.yaml")
+    for p in spec["perturbations"]:
+        if p["op"] == "prompt_swap":
+            p["params"]["variant"] = str(AGENT / "prompts" / "compose_terse.txt")
+    del spec["inputs"]
+    spec.update(baseline=str(corpus), output=str(tmp_path / "camp"), replay={"downstream": "live", "controls": 0},
+                analysis={"resamples": 100, "permutations": 100})
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    _cli(["run", str(tmp_path / "spec.yaml"), "--quiet"], endpoint)
+    pairs = [json.loads(line) for line in (tmp_path / "camp" / "pairs.jsonl").read_text().splitlines()]
+    by_op: dict[str, list[dict[str, Any]]] = {}
+    for pair in pairs:
+        by_op.setdefault(pair["op"], []).append(pair)
+    assert set(by_op) == {"override", "categorical_flip", "list_edit", "param_change", "prompt_swap"}
+    for op, rows in by_op.items():
+        assert any(r["stratum"] == "effective" for r in rows), op
+    baseline = {(t.input_id, t.repeat): t for t in chosen}
+    for pair in pairs:
+        calls = pair["llm_calls"]
+        assert sum(calls.values()) >= 1 and set(calls) <= LLM_NODES
+        if pair["op"] in ("param_change", "prompt_swap"):
+            assert calls == {"compose": 1}  # the target alone, upstream served
+        if pair["op"] == "override" and pair["stratum"] == "effective":  # grade forced to "yes": compose next
+            assert calls == {"compose": 1}
+        assert baseline[(pair["input_id"], pair["repeat"])] is not None
+
+
+# --------------------------------------------------------------------------- small graphs
+
+
+def _record(run: Any, inputs: dict[str, Any] | None = None) -> Trace:
+    builder = TraceBuilder(trace_id="t", run_id="r", pipeline="p", input_id="i", repeat=0, inputs=inputs or {},
+                           sample_key="k")
+    token = current_builder.set(builder)
+    try:
+        output = run()
+    finally:
+        current_builder.reset(token)
+    return builder.finish(output)
+
+
+class Fan(TypedDict, total=False):
+    items: list[str]
+    results: Annotated[list[str], operator.add]
+    total: str
+
+
+def _fan_graph(delays: dict[str, float]) -> Any:
+    def plan(state: Fan) -> dict[str, Any]:
+        return {"items": ["alpha item", "beta item", "gamma item", "delta item"]}
+
+    def fan(state: Fan) -> list[Send]:
+        return [Send("work", {"item": it}) for it in state["items"]]
+
+    async def work(arg: dict[str, str]) -> dict[str, Any]:
+        await asyncio.sleep(delays[arg["item"]])
+        return {"results": [arg["item"].upper()]}
+
+    def join(state: Fan) -> dict[str, Any]:
+        return {"total": "|".join(sorted(state["results"]))}
+
+    g = StateGraph(Fan)
+    g.add_node("plan", plan)
+    g.add_node("work", work)
+    g.add_node("join", join)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", fan, ["work"])
+    g.add_edge("work", "join")
+    g.add_edge("join", END)
+    return instrument(g).compile()
+
+
+def _shape(trace: Trace) -> list[tuple[Any, ...]]:
+    ids = {c.call_id: c.call_path for c in trace.calls}
+    return [(c.call_path, c.node, c.occurrence, sorted(ids[p] for p in c.parents), json.dumps(c.output))
+            for c in trace.calls]
+
+
+def test_send_fan_out_identity_does_not_depend_on_scheduling() -> None:
+    rng = random.Random(7)
+    shapes = []
+    for _ in range(6):
+        delays = {k: rng.random() / 200 for k in ("alpha item", "beta item", "gamma item", "delta item")}
+        graph = _fan_graph(delays)
+        shapes.append(_shape(_record(lambda g=graph: asyncio.run(g.ainvoke({"items": []})))))
+    assert all(s == shapes[0] for s in shapes)
+    works = [row for row in shapes[0] if row[1] == "work"]
+    assert [row[0] for row in works] == [f"[0]/[s2:work.{i}]/work#0" for i in range(4)]
+    plan_path = next(row[0] for row in shapes[0] if row[1] == "plan")
+    assert all(row[3] == [plan_path] for row in works)  # each branch's parent is its sender
+    join = next(row for row in shapes[0] if row[1] == "join")
+    assert {p for p in join[3]} >= {row[0] for row in works}  # a reducer channel: every writer
+
+
+class Loop(TypedDict, total=False):
+    q: str
+    docs: Annotated[list[str], operator.add]
+    verdict: str
+
+
+def _loop_graph() -> Any:
+    def retrieve(state: Loop) -> dict[str, Any]:
+        return {"docs": [f"doc {len(state.get('docs', []))} for {state['q']}"]}
+
+    def grade(state: Loop) -> dict[str, Any]:
+        return {"verdict": "good" if len(state["docs"]) >= 3 else "bad"}
+
+    def rewrite(state: Loop) -> dict[str, Any]:
+        return {"q": state["q"] + " again"}
+
+    def after(state: Loop) -> str:
+        return "end" if state["verdict"] == "good" else "rewrite"
+
+    g = StateGraph(Loop)
+    for f in (retrieve, grade, rewrite):
+        g.add_node(f.__name__, f)
+    g.add_edge(START, "retrieve")
+    g.add_edge("retrieve", "grade")
+    g.add_conditional_edges("grade", after, {"end": END, "rewrite": "rewrite"})
+    g.add_edge("rewrite", "retrieve")
+    return instrument(g.compile())
+
+
+def test_cycles_are_numbered_loops_and_reducer_writers_are_parents() -> None:
+    graph = _loop_graph()
+    trace = _record(lambda: graph.invoke({"q": "where is my invoice"}), {"q": "where is my invoice"})
+    calls = [c for c in trace.calls if c.kind != "source"]
+    assert [(c.node, c.loop, c.iteration) for c in calls] == [
+        ("retrieve", "retrieve", 0), ("grade", "retrieve", 0), ("rewrite", "retrieve", 0),
+        ("retrieve", "retrieve", 1), ("grade", "retrieve", 1), ("rewrite", "retrieve", 1),
+        ("retrieve", "retrieve", 2), ("grade", "retrieve", 2),
+    ]
+    assert trace.tags["loops"] == {"retrieve": {"k_max": None, "iterations": [3]}}
+    ids = {c.call_id: c for c in trace.calls}
+    last_grade = calls[-1]
+    writers = [ids[p] for p in last_grade.parents if ids[p].node == "retrieve"]
+    assert len(writers) == 3  # docs is Annotated[list, operator.add]: all three retrieves wrote it
+    assert [c.decision for c in calls if c.node == "grade"] == [
+        {"after": "rewrite"}, {"after": "rewrite"}, {"after": "__end__"}]
+
+
+def test_outside_a_recording_the_graph_runs_unchanged() -> None:
+    assert _loop_graph().invoke({"q": "x"})["verdict"] == "good"
+
+
+class Ask(TypedDict, total=False):
+    q: str
+    a: str
+
+
+def test_checkpointer_and_interrupt_keep_working() -> None:
+    def ask(state: Ask) -> dict[str, Any]:
+        return {"a": interrupt(f"approve {state['q']}?")}
+
+    g = StateGraph(Ask)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    graph = instrument(g).compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "1"}}
+
+    def run() -> Any:
+        first = graph.invoke({"q": "refund"}, config)
+        assert "__interrupt__" in first
+        return graph.invoke(Command(resume="yes"), config)
+
+    trace = _record(run)
+    asks = [c for c in trace.calls if c.node == "ask"]
+    assert trace.output == {"q": "refund", "a": "yes"}
+    assert asks[0].error is not None and asks[0].error.message == "interrupted: ['approve refund?']"
+    assert asks[1].output == {"a": "yes"} and asks[1].call_path == "[1]/[s1:ask]/ask#0"
+
+
+PROMPT = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "Q: {question}")])
+
+
+def test_a_chat_prompt_template_is_a_quiver_template_a_replay_can_swap() -> None:
+    seen: list[list[Any]] = []
+
+    class S(TypedDict, total=False):
+        question: str
+        n: int
+
+    def answer(state: S) -> dict[str, Any]:
+        seen.append(PROMPT.format_messages(question=state["question"]))
+        return {"n": len(seen)}
+
+    g = StateGraph(S)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    graph = instrument(g.compile())
+    tid = register_prompt(PROMPT, "unused")
+    assert tid == "prompt"  # the variable that holds it, found when the graph was instrumented
+    _record(lambda: graph.invoke({"question": "why"}))
+    with template_overrides({tid: Template(tid, (("system", "Be long."), ("user", "Question: {question}")))}):
+        _record(lambda: graph.invoke({"question": "why"}))
+    assert [m.content for m in seen[0]] == ["Be brief.", "Q: why"]
+    assert [m.content for m in seen[1]] == ["Be long.", "Question: why"]
+    assert PROMPT.format_messages(question="x")[1].content == "Q: x"  # outside a node: LangChain's own
+
+
+def test_messages_round_trip_without_volatile_ids() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    update = {"messages": [HumanMessage("hi", id="u-1"), AIMessage("hello", id="lc_run--abc")], "n": 2}
+    data = to_json(update)
+    assert data == {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], "n": 2}
+    back = from_json(data)
+    assert [type(m).__name__ for m in back["messages"]] == ["HumanMessage", "AIMessage"]
+    assert [m.content for m in back["messages"]] == ["hi", "hello"]
+
+
+def test_instrument_refuses_what_it_cannot_wrap() -> None:
+    from quiver import InstrumentationError
+
+    with pytest.raises(InstrumentationError, match="takes a langgraph StateGraph"):
+        instrument(object())
+    with pytest.raises(InstrumentationError, match="has no node 'nope'"):
+        instrument(StateGraph(Ask), kinds={"nope": "retrieval"})
