@@ -227,6 +227,17 @@ class _Node:
         values = {k: _validated(fields[k].annotation, v) if k in fields else v for k, v in output.items()}
         return dspy.Prediction.from_completions([values], signature=self.signature)
 
+    def served(self, call: OpenCall) -> Any:
+        """The output a replay serves (the recorded one, or the perturbed one at the target),
+        with the routing fields' decisions taken from it: a flipped ``route`` is the route taken."""
+        output = call.serve()
+        if self.signature is not None and call.record is not None and isinstance(output, dict):
+            for name, f in self.signature.output_fields.items():
+                value = output.get(name)
+                if _is_gate(f.annotation) and isinstance(value, (str, bool, int)):
+                    call.record.decision[name] = value
+        return output
+
     def finish(self, call: OpenCall, result: Any) -> Any:
         """Record what the body returned (decisions, retrieval set, prompt); return the output."""
         output = _jsonable(result)
@@ -243,12 +254,12 @@ class _Node:
             t = self.prompt.instructions
             record.prompt = record.prompt.model_copy(update={
                 "template_id": t.id, "template_hash": t.hash,
-                "fragments": [t.hash, *(quiver.content_hash(v) for v in call_inputs(record))],
+                "fragments": [t.hash, *(quiver.content_hash(v) for v in _user_contents(record))],
             })
         return output
 
 
-def call_inputs(record: Any) -> list[str]:
+def _user_contents(record: Any) -> list[str]:
     """The user message contents of a call's assembled prompt (its filled-in fragments)."""
     return [m.content for m in record.prompt.assembled if m.role != "system"]
 
@@ -279,7 +290,7 @@ def _run(node: _Node, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
         call = OpenCall.open(node.name, node.kind, node.inputs(args, kwargs), ())
         directive = call.directive
         if directive is not None and directive.skip_body:
-            return node.restore(call.serve())
+            return node.restore(node.served(call))
         call.enter()
         try:
             with _perturbed(directive):
@@ -299,7 +310,7 @@ async def _arun(node: _Node, fn: Callable[..., Any], args: tuple[Any, ...], kwar
         call = OpenCall.open(node.name, node.kind, node.inputs(args, kwargs), ())
         directive = call.directive
         if directive is not None and directive.skip_body:
-            return node.restore(call.serve())
+            return node.restore(node.served(call))
         call.enter()
         try:
             with _perturbed(directive):
