@@ -114,15 +114,15 @@ class State(TypedDict, total=False):
     answer: str
 
 
-def langgraph_app(base_url: str, sample_key: str) -> Any:
-    """The agent, its ChatOpenAI clients sending ``sample_key``."""
+def langgraph_app(base_url: str, sample_key: str | None) -> Any:
+    """The agent, its ChatOpenAI clients sending ``sample_key`` (none: the recording's own)."""
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_openai import ChatOpenAI
     from langgraph.graph import END, START, StateGraph
 
     def chat(model: str) -> ChatOpenAI:
         return ChatOpenAI(model=model, base_url=base_url, api_key="sk-test", temperature=1.0,  # type: ignore[arg-type]
-                          default_headers={KEY_HEADER: sample_key}, max_retries=0)
+                          default_headers={KEY_HEADER: sample_key} if sample_key else None, max_retries=0)
 
     compose_prompt = ChatPromptTemplate.from_messages([("system", "Answer in one line."),
                                                        ("user", "{question}\n{docs}")])

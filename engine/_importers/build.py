@@ -103,7 +103,7 @@ def import_traces(
     *,
     group_by: str | None = None,
     node_name: str | NodeNamer | None = None,
-    dspy_program: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    dspy_program: Any = None,
 ) -> ImportResult:
     """Import spans written by another tool as v1 traces.
 
@@ -126,8 +126,8 @@ def import_traces(
         dspy_program: For OpenInference spans of a DSPy program: the program's saved
             state (the JSON file ``program.save(PATH)`` writes, or
             ``program.dump_state()``), whose predictor names give the nodes their
-            attribute paths (``router``, ``hops.gen_query``); see
-            :mod:`quiver._importers.frameworks`.
+            attribute paths (``router``, ``hops.gen_query``), or the program itself
+            (which names its other modules too); see :mod:`quiver._importers.frameworks`.
 
     Returns:
         The traces, the problems (each with its location and span id) and the

@@ -45,8 +45,10 @@ traces are left as read.
   tags);
 * parents: the earlier calls whose output values the call's input holds, else the call
   just before it;
-* a module holding no other module (a retriever, a tool wrapper) is a node named by its
-  class (``retrieval`` when the class name says ``Retriev``);
+* a module holding no other module (a retriever, a tool wrapper) is a node: named by its
+  attribute path when the program itself is given (``dspy_program=program``: its
+  ``named_sub_modules()``, the module of that class at that depth), else by its class
+  (``retrieval`` when the class name says ``Retriev``);
 * loops: each call of a module holding others (``Hop`` at ``hops``) is the next
   iteration of the loop named by its path (``hops``: the path of the calls under it
   without their last part; its class name when the program's state is not given).
@@ -59,7 +61,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -90,8 +91,14 @@ def arrange(spans: list[SourceSpan], hints: Mapping[str, Any], note: Note) -> li
     return spans
 
 
-def load_program_state(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """A DSPy program's saved state (``program.save(PATH)``, ``dump_state()``): predictor paths to signatures."""
+def load_program_state(source: Any) -> dict[str, Any]:
+    """A DSPy program's saved state (``program.save(PATH)``, ``dump_state()``) or the program itself:
+    predictor paths to signatures, and (from a program) every module's path under ``"__modules__"``."""
+    if callable(getattr(source, "dump_state", None)) and callable(getattr(source, "named_sub_modules", None)):
+        predictors = {k: v for k, v in source.dump_state().items() if isinstance(v, Mapping) and "signature" in v}
+        modules = [(name.removeprefix("self."), type(m).__name__) for name, m in source.named_sub_modules()
+                   if name != "self"]
+        return {**load_program_state(predictors), "__modules__": modules}
     if isinstance(source, Mapping):
         state: Any = dict(source)
         where = "dspy_program"
@@ -347,7 +354,7 @@ class _DSPy:
             if span is root or span in keep or module is None or _kind(span) != "CHAIN":
                 out.append(span)
             elif not self.tree.children.get(span.span_id):  # a module holding none: a node (retriever, tool)
-                span.name = module["cls"]
+                span.name = self._module_path(span, module["cls"])
                 if "retriev" in span.name.lower():
                     span.attributes[_KIND] = "RETRIEVER"
                 out.append(span)
@@ -433,10 +440,17 @@ class _DSPy:
         shown = [f for f in outputs if f != "reasoning"] or outputs
         return (", ".join(shown) if shown else predict.name), wrapper
 
+    def _module_path(self, span: SourceSpan, cls: str) -> str:
+        """A module's attribute path: the program's module of that class at that depth; else its class name."""
+        modules = self.state.get("__modules__", []) if self.state is not None else []
+        depth = sum(1 for a in self._ancestors(span) if _DSPY_MODULE.match(a.name))
+        found = [path for path, kind in modules if kind == cls and _depth(path) == depth]
+        return found[0] if found else cls
+
     def _path(self, instructions: str, fields: list[str], depth: int) -> str | None:
         assert self.state is not None
-        same = [path for path, entry in self.state.items()
-                if entry["signature"].get("instructions") == instructions
+        same = [path for path, entry in self.state.items() if path != "__modules__"
+                and entry["signature"].get("instructions") == instructions
                 and len(entry["signature"].get("fields") or []) == len(fields)]
         named = [p for p in same if _prefixes(self.state[p]) == [_squash(f) for f in fields]] or same
         deep = [p for p in named if _depth(p) == depth] or named
