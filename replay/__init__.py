@@ -49,7 +49,7 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "._sim": (
         "FaultConfig", "Fields", "LatencyConfig", "SimChoice", "SimRequest", "Simulator", "SimulatorConfig",
-        "SimulatorProcess", "Text", "check_loopback", "complete", "sim_model", "sim_model_names",
+        "SimulatorProcess", "Text", "ToolCall", "check_loopback", "complete", "sim_model", "sim_model_names",
     ),
     "quiver._trace": ("Divergence", "FieldDiff", "TargetReport"),
     "quiver._interventional": ("PairResult", "pair_results"),
@@ -152,6 +152,7 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         SimulatorConfig as SimulatorConfig,
         SimulatorProcess as SimulatorProcess,
         Text as Text,
+        ToolCall as ToolCall,
         check_loopback as check_loopback,
         complete as complete,
         sim_model as sim_model,

@@ -33,6 +33,16 @@ Sampling, per choice, group after group in declaration order:
 Log-probabilities are those of the distribution at ``T`` (at ``T = 1`` when ``T == 0``),
 one entry per group, before any top-p filtering; a fixed value has log-probability 0.
 
+A model may also answer with tool calls: :class:`ToolCall` (or a list of them, for
+parallel calls) names a tool the request offers (``tools``, under ``tool_choice``) and
+gives its arguments as :class:`Fields` (sampled like any structured answer) or a fixed
+dict. The choice is then an assistant message with ``content: null`` and OpenAI-format
+``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments"}}``,
+``arguments`` the JSON text), ``finish_reason: "tool_calls"``. A call's id is a hash of
+the model, the conversation's length, the call's place and its name and arguments: the
+same call made at the same turn has the same id whatever the sample key, so that repeats
+differ only where their calls do.
+
 Two models are built in: ``sim-echo`` answers the last user message, and ``sim-json``
 fills a ``json_schema`` response format from the prompt's words. ``sim-json`` is defined
 in :mod:`quiver.replay._sim`, which this module imports, so both are registered as
@@ -62,6 +72,7 @@ __all__ = [
     "Fields",
     "Fixed",
     "Text",
+    "ToolCall",
     "SimChoice",
     "ModelOutput",
     "SimModelFn",
@@ -135,9 +146,27 @@ class Text:
         return f"Text({self.candidates!r})"
 
 
-ModelOutput: TypeAlias = Fields | Text | str | dict[str, Any]
+class ToolCall:
+    """A tool call answer: the tool's ``name`` and its ``arguments``.
+
+    ``arguments`` is a :class:`Fields` (its groups sampled like a structured answer's) or
+    a dict (a fixed JSON object). The name must be one of the request's
+    :attr:`SimRequest.tool_names`. A model answers several calls at once with a list.
+    """
+
+    __slots__ = ("name", "arguments")
+
+    def __init__(self, name: str, arguments: Fields | Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.arguments = Fields() if arguments is None else arguments
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.name!r}, {self.arguments!r})"
+
+
+ModelOutput: TypeAlias = Fields | Text | ToolCall | list[ToolCall] | str | dict[str, Any]
 """What a simulated model function may return (a ``str`` is a fixed text, a ``dict`` a
-fixed JSON object)."""
+fixed JSON object, a list of :class:`ToolCall` parallel tool calls)."""
 
 SimModelFn: TypeAlias = Callable[[SimRequest], ModelOutput]
 
@@ -149,12 +178,16 @@ class SimChoice:
     Attributes:
         content: The message content.
         logprobs: OpenAI ``logprobs.content`` entries, or ``None`` when not requested.
-        finish_reason: ``"stop"``, or ``"length"`` when ``max_tokens`` cut a text.
+        finish_reason: ``"stop"``, ``"length"`` when ``max_tokens`` cut a text,
+            ``"tool_calls"`` for tool calls.
+        tool_calls: OpenAI ``tool_calls`` entries (the content is then ``""``, sent as
+            ``null``), or ``None``.
     """
 
     content: str
     logprobs: list[dict[str, Any]] | None
     finish_reason: str = "stop"
+    tool_calls: tuple[dict[str, Any], ...] | None = None
 
 
 # --------------------------------------------------------------------------- registry
@@ -257,9 +290,15 @@ class _Plan:
 
     groups: tuple[_Group, ...]
     slots: tuple[tuple[tuple[str, ...], int | None], ...] | None = None
+    calls: tuple[tuple[str, tuple[tuple[tuple[str, ...], int | None], ...]], ...] | None = None
+    """For tool calls: each call's name and the slots of its arguments."""
 
 
-def _plan(model: str, output: Any) -> _Plan:
+def _plan(model: str, output: Any, req: SimRequest | None = None) -> _Plan:
+    if isinstance(output, ToolCall) or (
+        isinstance(output, list) and output and all(isinstance(c, ToolCall) for c in output)
+    ):
+        return _tool_plan(model, output if isinstance(output, list) else [output], req)
     if isinstance(output, Text):
         return _Plan((_text_group(model, output.candidates),))
     if isinstance(output, str):
@@ -273,8 +312,34 @@ def _plan(model: str, output: Any) -> _Plan:
         return _plan(model, Fields(**{str(k): Fixed(v) for k, v in output.items()}))
     raise SimulatorError(
         f"simulated model '{model}' returned {type(output).__name__}; it must return "
-        "Fields, Text, a str (a fixed text) or a dict (a fixed JSON object)"
+        "Fields, Text, a ToolCall, a list of ToolCalls, a str (a fixed text) or a dict "
+        "(a fixed JSON object)"
     )
+
+
+def _tool_plan(model: str, calls: list[ToolCall], req: SimRequest | None) -> _Plan:
+    offered = req.tool_names if req is not None else ()
+    groups: list[_Group] = []
+    planned = []
+    for call in calls:
+        if not isinstance(call.name, str) or call.name not in offered:
+            raise SimulatorError(
+                f"simulated model '{model}' called the tool {call.name!r}, which the request does not "
+                f"let it call; callable tools: {', '.join(map(repr, offered)) or 'none'} "
+                "(read SimRequest.tool_names before answering with a ToolCall)"
+            )
+        arguments = call.arguments
+        if isinstance(arguments, Mapping) and not isinstance(arguments, Fields):
+            arguments = Fields(**{str(k): Fixed(v) for k, v in arguments.items()})
+        if not isinstance(arguments, Fields):
+            raise SimulatorError(
+                f"simulated model '{model}': ToolCall({call.name!r}) has arguments of type "
+                f"{type(arguments).__name__}; give Fields or a dict"
+            )
+        slots: list[tuple[tuple[str, ...], int | None]] = []
+        _flatten(model, arguments, (), groups, slots)
+        planned.append((call.name, tuple(slots)))
+    return _Plan(tuple(groups), None, tuple(planned))
 
 
 def _text_group(model: str, candidates: Any) -> _Group:
@@ -337,7 +402,9 @@ def _sampled_group(model: str, path: tuple[str, ...] | None, logits: Mapping[Any
 
 
 def _sample_basis(req: SimRequest) -> dict[str, Any]:
+    tools = {} if req.tools is None else {"tools": list(req.tools), "tool_choice": req.tool_choice}
     return {
+        **tools,
         "model": req.model,
         "messages": list(req.messages),
         "temperature": float(req.temperature),
@@ -486,6 +553,14 @@ def _choice(plan: _Plan, req: SimRequest, nondeterminism: float, index: int) -> 
     rng = _choice_rng(req, index)
     picks = _picks(plan.groups, req, nondeterminism, rng)
     values = [g.values[k] for g, k in zip(plan.groups, picks, strict=True)]
+    if plan.calls is not None:
+        calls = tuple(
+            _tool_call(req, index, k, name, _render_object(req.model, slots, values))
+            for k, (name, slots) in enumerate(plan.calls)
+        )
+        tokens = [_token(v) for v in values]
+        logprobs = _logprobs(plan.groups, picks, req, tokens) if req.logprobs else None
+        return SimChoice("", logprobs, "tool_calls", calls)
     if plan.slots is not None:
         content, cut = _render_object(req.model, plan.slots, values), False
         tokens = [_token(v) for v in values]
@@ -494,6 +569,13 @@ def _choice(plan: _Plan, req: SimRequest, nondeterminism: float, index: int) -> 
         tokens = [content]
     logprobs = _logprobs(plan.groups, picks, req, tokens) if req.logprobs else None
     return SimChoice(content, logprobs, "length" if cut else "stop")
+
+
+def _tool_call(req: SimRequest, index: int, position: int, name: str, arguments: str) -> dict[str, Any]:
+    """One OpenAI ``tool_calls`` entry; its id does not depend on the sample key."""
+    basis = canonical_json([req.model, len(req.messages), index, position, name, arguments])
+    call_id = "call_" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:24]
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def complete(req: SimRequest, nondeterminism: float = 0.0) -> list[SimChoice]:
@@ -521,12 +603,14 @@ def complete(req: SimRequest, nondeterminism: float = 0.0) -> list[SimChoice]:
         raise SimulatorError(
             f"simulated model '{req.model}' raised {type(exc).__name__}: {exc}"
         ) from exc
-    plan = _plan(req.model, output)
+    plan = _plan(req.model, output, req)
     choices: list[SimChoice] = []
     size = 0
     for i in range(req.n):
         choices.append(_choice(plan, req, nondeterminism, i))
-        size += len(choices[-1].content)
+        size += len(choices[-1].content) + sum(
+            len(c["function"]["arguments"]) for c in choices[-1].tool_calls or ()
+        )
         if size > _MAX_ANSWER_CHARS:
             raise SimRequestError(
                 f"the {req.n} choices of this answer would hold more than {_MAX_ANSWER_CHARS} "

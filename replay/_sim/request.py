@@ -59,6 +59,11 @@ class SimRequest:
         sample_key: The ``X-Quiver-Sample-Key`` header (``""`` when absent).
         logprobs: Whether to return log-probabilities.
         top_logprobs: How many alternatives to list per log-probability entry.
+        tools: The ``tools`` parameter as sent (``{"type": "function", "function":
+            {"name", "description", "parameters"}}`` objects), or ``None``.
+        tool_choice: The ``tool_choice`` parameter as sent (``"auto"``, ``"none"``,
+            ``"required"`` or ``{"type": "function", "function": {"name": ...}}``), or
+            ``None``.
     """
 
     model: str
@@ -72,9 +77,13 @@ class SimRequest:
     sample_key: str = ""
     logprobs: bool = False
     top_logprobs: int = 0
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    tool_choice: str | Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(_check_messages(self.messages)))
+        if self.tools is not None:
+            object.__setattr__(self, "tools", tuple(_check_tools(self.tools)))
         _check_request_values(self)
 
     @classmethod
@@ -110,6 +119,8 @@ class SimRequest:
             sample_key=sample_key,
             logprobs=_default(body.get("logprobs"), False),
             top_logprobs=_default(body.get("top_logprobs"), 0),
+            tools=body.get("tools") or None,
+            tool_choice=body.get("tool_choice"),
         )
 
     @property
@@ -134,6 +145,21 @@ class SimRequest:
     def text(self) -> str:
         """The contents of all messages, joined by newlines."""
         return _join(self.messages, None)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The names of the tools the model may call now: every offered tool, none under
+        ``tool_choice: "none"``, the named one when ``tool_choice`` names a function."""
+        if not self.tools or self.tool_choice == "none":
+            return ()
+        if isinstance(self.tool_choice, Mapping):
+            return (str(self.tool_choice["function"]["name"]),)
+        return tuple(str(t["function"]["name"]) for t in self.tools)
+
+    @property
+    def tool_results(self) -> list[str]:
+        """The contents of the ``tool`` messages (tool results sent back), in order."""
+        return [_content_text(m) for m in self.messages if m["role"] == "tool"]
 
     @property
     def json_schema(self) -> dict[str, Any] | None:
@@ -201,6 +227,52 @@ def _check_message(i: int, message: Any) -> None:
             )
 
 
+def _check_tools(tools: Any) -> list[Mapping[str, Any]]:
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise SimRequestError(
+            f"'tools' must be a list of {{type: function, function: {{name, parameters}}}} objects; "
+            f"got {type(tools).__name__}",
+            "tools",
+        )
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, Mapping) or tool.get("type") != "function":
+            raise SimRequestError(
+                f"'{where}' must be an object with \"type\": \"function\"; got {tool!r:.80}", where
+            )
+        function = tool.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str) \
+                or not function["name"]:
+            raise SimRequestError(
+                f"'{where}.function' must be an object with a non-empty string 'name'; "
+                f"got {function!r:.80}",
+                f"{where}.function",
+            )
+    return list(tools)
+
+
+def _check_tool_choice(req: SimRequest) -> None:
+    choice = req.tool_choice
+    if choice is None or choice in ("auto", "none", "required"):
+        return
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    function = choice.get("function") if isinstance(choice, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(name, str) or kind != "function":
+        raise SimRequestError(
+            "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+            f"{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}; got {choice!r:.80}",
+            "tool_choice",
+        )
+    offered = [t["function"]["name"] for t in req.tools or ()]
+    if name not in offered:
+        raise SimRequestError(
+            f"'tool_choice' names the function {name!r}, which 'tools' does not offer; "
+            f"offered: {', '.join(map(repr, offered)) or 'none'}",
+            "tool_choice",
+        )
+
+
 def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -238,6 +310,7 @@ def _check_request_values(req: SimRequest) -> None:
             )
     if req.response_format is not None:
         _check_response_format(req.response_format)
+    _check_tool_choice(req)
 
 
 def _check_response_format(fmt: Mapping[str, Any]) -> None:

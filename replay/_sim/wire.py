@@ -67,7 +67,10 @@ def _word_count(text: str) -> int:
 
 
 def _completion_body(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str, Any]:
-    completion_tokens = sum(_word_count(c.content) for c in choices)
+    completion_tokens = sum(
+        _word_count(c.content) + sum(_word_count(t["function"]["arguments"]) for t in c.tool_calls or ())
+        for c in choices
+    )
     prompt_tokens = _word_count(req.text)
     return {
         "id": "chatcmpl-" + request_digest(req)[:24],
@@ -85,9 +88,12 @@ def _completion_body(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str,
 
 
 def _choice_body(index: int, choice: SimChoice) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": choice.content, "refusal": None}
+    if choice.tool_calls is not None:
+        message.update(content=None, tool_calls=list(choice.tool_calls))
     return {
         "index": index,
-        "message": {"role": "assistant", "content": choice.content, "refusal": None},
+        "message": message,
         "finish_reason": choice.finish_reason,
         "logprobs": (
             None if choice.logprobs is None else {"content": choice.logprobs, "refusal": None}
