@@ -7,9 +7,17 @@ the results are those of an uninterrupted run in which they succeeded (each job'
 sample keys are fixed up front, so a replay run later is the replay it would have been).
 
 Refused, with one line naming what and the way out: replays made with other parameters,
-files or code (:func:`~quiver.experiments._campaign.identity.check_identities`), and
-replays of jobs the spec and baseline no longer make (a perturbation taken out of the
-spec, a baseline trace that is no longer there, fewer steps or repeats).
+files or code (:func:`~quiver.experiments._campaign.identity.check_identities`), replays
+made from another baseline (:func:`check_baseline_identity`: the ledger keeps the
+SHA-256 of the baseline's trace ids, so a line skipped as unreadable now that read then
+is named), and replays of jobs the spec and baseline no longer make (a perturbation
+taken out of the spec, a baseline trace that is no longer there, fewer steps or repeats).
+
+A resume of a campaign that finished (:func:`finished`: the run folder's
+:data:`FINISHED` names every result file with its SHA-256, and the jobs and identities
+it was made with) is "already complete": nothing is read from the ledger and nothing
+is written. A result file missing, cut or changed, or a spec or baseline edited since,
+and the resume goes its ordinary way (writing the results again).
 """
 
 from __future__ import annotations
@@ -151,6 +159,9 @@ FINISHED = ".finished"
 the jobs and identities they were made with, and the SHA-256 of every result file."""
 
 
+_LEDGER_SIDES = ("ledger.sqlite-wal", "ledger.sqlite-journal")
+
+
 def _digests(out: Path, names: Sequence[str]) -> dict[str, str] | None:
     found: dict[str, str] = {}
     for name in names:
@@ -197,4 +208,6 @@ def finished(out: Path, jobs: Sequence[ReplayJob], identities: dict[str, dict[st
         return None
     if replays != len(jobs) or what != _what(jobs, identities) or not files:
         return None
+    if any((out / name).exists() and name not in files for name in _LEDGER_SIDES):
+        return None  # the ledger was opened since (its write-ahead log or journal is there)
     return replays if _digests(out, sorted(files)) == files else None

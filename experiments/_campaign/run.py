@@ -1,7 +1,11 @@
 """``quiver run SPEC``: a perturbation campaign, end to end.
 
 1. The baseline: an existing traces file, or the spec's inputs recorded ``repeats``
-   times (into ``OUTPUT/baseline/``, resumable like ``quiver record``).
+   times (into ``OUTPUT/baseline/``, resumable like ``quiver record``). A line of it
+   that cannot be read costs only itself (one warning, ``baseline FILE:LINE: REASON;
+   the line is skipped``; the run ends with exit 1); a baseline in which no line reads
+   cannot run (exit 2). A resume skips the same lines, or is refused naming the line
+   (:func:`~quiver.experiments._campaign.resume.check_baseline_identity`).
 2. The observational profile of the baseline (``OUTPUT/observational/``).
 3. Jobs (see :mod:`quiver.experiments._campaign.jobs`): every perturbation's parameter
    sets x the selected traces x the replay repeats, sample keys fixed up front, then
@@ -22,8 +26,12 @@ A :class:`CampaignRun` holds what every phase needs (the spec, its folder, the o
 folder, the redactor, the LLM client, the progress stream); ``quiver gate`` uses the
 same object for its baseline, profile, executor and replay context.
 
-Exit codes (``quiver run``): 0 done; 1 done with problems (failed or diverged pairs, a
-failed negative control) or stopped by the budget; 2 could not run.
+A resume of a finished campaign whose results are whole touches nothing ("already
+complete"; :func:`~quiver.experiments._campaign.resume.finished`).
+
+Exit codes (``quiver run``): 0 done (or already complete); 1 done with problems (failed
+or diverged pairs, a failed negative control, bad baseline lines skipped) or stopped by
+the budget; 2 could not run.
 """
 
 from __future__ import annotations
@@ -32,9 +40,7 @@ import contextlib
 import hashlib
 import json
 import logging
-import queue
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -50,7 +56,7 @@ from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, se
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
-from quiver._trace import Redactor, Trace, read_corpus
+from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
 from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec_redactor
 from quiver.replay import (
@@ -66,6 +72,7 @@ from quiver.replay import (
 )
 
 from .checks import check_baseline, check_spec
+from .committer import LedgerCommitter
 from .identity import campaign_identities, stored_identity
 from .jobs import expand_jobs
 from .ledger import Ledger
@@ -301,9 +308,9 @@ class CampaignRun:
                 "finishes it; or give another --output"
             )
         if resume and not retry_failed:
-            held = self._finished_replays()
+            held = self._finished()
             if held is not None:  # nothing to do, and nothing touched
-                return CampaignResult(output=out, jobs=held, done=held, resumed=held, already_complete=True)
+                return held
         # nothing is written to the output folder before the baseline is loaded and checked
         traces = self.checked_baseline() if self.spec.baseline is not None else None
         ledger: Ledger | None = None
@@ -359,19 +366,27 @@ class CampaignRun:
         return {pid: stored_identity(identity, self.redactor) for pid, identity
                 in campaign_identities(self.spec, self.base_dir, self.fn, traces).items()}
 
-    def _finished_replays(self) -> int | None:
-        """The replays of this very campaign (same jobs, same identities), when it finished
+    def _finished(self) -> CampaignResult | None:
+        """The result of this very campaign (same jobs, same identities) when it finished
         in the output folder and its results are there whole (see
-        :func:`~quiver.experiments._campaign.resume.finished`); else None. Writes nothing."""
-        spec = self.spec
-        source = self.base_dir / spec.baseline if spec.baseline is not None else self.out / "baseline" / "traces.jsonl"
-        if not (self.out / FINISHED).is_file() or not source.is_file():
+        :func:`~quiver.experiments._campaign.resume.finished`), its counts read from its
+        ``summary.json`` (``already_complete``); else None. Writes nothing."""
+        spec, out = self.spec, self.out
+        source = self.base_dir / spec.baseline if spec.baseline is not None else out / "baseline" / "traces.jsonl"
+        if not (out / FINISHED).is_file() or not source.is_file():
             return None
         try:
-            traces, _ = read_corpus([source], lambda line: None)  # said when the campaign ran
+            traces, skipped = read_corpus([source], lambda line: None)  # each named when the campaign ran
         except QuiverError:
             return None
-        return finished(self.out, expand_jobs(spec, traces)[0], self._identities(traces))
+        held = finished(out, expand_jobs(spec, traces)[0], self._identities(traces))
+        if held is None:
+            return None
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))  # whole: finished() says so
+        status = Counter({str(k): int(v) for k, v in summary.get("status", {}).items()})
+        return CampaignResult(output=out, jobs=held, done=held, resumed=held, status=status,
+                              negative_control_failed=list(summary.get("negative_control_failed") or []),
+                              failed_kept=status.get("failed", 0), skipped_lines=skipped, already_complete=True)
 
     def checked_baseline(self, *, resume: bool = False) -> list[Trace]:
         """:meth:`baseline`, then every perturbation tried once, dry, on it
@@ -448,7 +463,7 @@ class CampaignRun:
             pairer.committed(job_id)
             progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
-        committer = _Committer(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed)
+        committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed)
         committer.start()
         pairer.start()
         try:
@@ -524,8 +539,9 @@ def _budget_reached(budget: Any, calls: int, tokens: int) -> str:
 
 
 RESULT_FILES = ("pairs.jsonl", "replays.jsonl", "campaign.json", "report.md", "report.html", "summary.json",
-                "attribution/attribution.json", "attribution/attribution.md")
-"""The files a finished campaign writes (the attribution's when its spec asks for one)."""
+                "attribution/attribution.json", "attribution/attribution.md", "ledger.sqlite", "ledger.sqlite-wal")
+"""The files a finished campaign writes (the attribution's when its spec asks for one),
+and its closed ledger: a resume finds the campaign finished only while each is as it was."""
 
 
 _PROFILE_WRITTEN = ".written"
@@ -563,61 +579,3 @@ class _Replayed:
 
     result: CampaignResult
     rows: list[PairRow]
-
-
-class _Committer(threading.Thread):
-    """Commits finished replays to the ledger in batches, off the executor's loop.
-
-    The executor hands a finished replay to :meth:`put` and goes straight back to
-    submitting work; this thread redacts whatever has arrived, writes it in one
-    transaction and then reports each replay to ``on_committed``. An error here stops
-    the campaign (``failed``) and is raised again by :meth:`close`.
-    """
-
-    def __init__(self, ledger: Ledger, redactor: Redactor, seq: dict[str, int],
-                 on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512,
-                 gather_s: float = 0.05) -> None:
-        super().__init__(name="quiver-ledger", daemon=True)
-        self.ledger, self.redactor, self.seq = ledger, redactor, seq
-        self.on_committed, self.max_batch, self.gather_s = on_committed, max_batch, gather_s
-        self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
-        self.error: BaseException | None = None
-
-    def put(self, job_id: str, data: dict[str, Any]) -> None:
-        self.queue.put((job_id, data))
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-    def run(self) -> None:
-        stop = False
-        while not stop:
-            batch = [self.queue.get()]
-            # gather what finishes in the next moment too, then what is already there:
-            # fewer, larger transactions (a kill loses at most this much finished work,
-            # which a resume runs again); None, the last item ever put, ends the thread
-            deadline = time.monotonic() + self.gather_s
-            while batch[-1] is not None and len(batch) < self.max_batch:
-                try:
-                    batch.append(self.queue.get(timeout=max(0.0, deadline - time.monotonic())))
-                except queue.Empty:
-                    break
-            stop = batch[-1] is None
-            if self.error is not None:
-                continue  # drain until the end; close() reports the error
-            try:
-                items = [(job_id, *self.redactor.encode(data)) for job_id, data in (b for b in batch if b is not None)]
-                self.ledger.commit([(job_id, self.seq[job_id], data, text) for job_id, data, text in items])
-                for job_id, data, _ in items:
-                    self.on_committed(job_id, data)
-            except BaseException as exc:  # reported by close()
-                self.error = exc
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.join()
-        if isinstance(self.error, QuiverError):
-            raise self.error
-        if self.error is not None:
-            raise QuiverError(f"the campaign ledger could not be written: {self.error}") from self.error

@@ -84,7 +84,7 @@ def plan(args: argparse.Namespace, candidates: dict[str, Path], **overrides: Any
     """``quiver gate SPEC --candidate ... --plan``: print the gate's plan (exit 1 when a
     baseline line was skipped)."""
     from quiver.experiments._campaign import CampaignRun
-    from quiver.experiments._gate.run import gate_settings, plan_gate
+    from quiver.experiments._gate import gate_settings, plan_gate
 
     run = CampaignRun.load(args.spec, stream=None, warn=_warn)
     settings = gate_settings(run, output=args.output, **overrides)

@@ -80,6 +80,21 @@ WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report
 """The files of a finished campaign, as ``quiver run`` lists them (with their sizes)."""
 
 
+def _already_complete(result: Any, args: argparse.Namespace) -> int:
+    """A resume of a finished campaign: nothing done, and the problems it finished with
+    said again (exit 1 while there are any, as when it finished)."""
+    status, failed = result.status, result.status.get("failed", 0)
+    problems = [f"{failed} failed: `quiver run {args.spec} --retry-failed` runs them again" if failed else "",
+                f"{status['diverged']} diverged" if status.get("diverged") else "",
+                f"negative control failed for {', '.join(result.negative_control_failed)}"
+                if result.negative_control_failed else "",
+                f"{result.skipped_lines} bad baseline line(s) skipped" if result.skipped_lines else ""]
+    said = "; ".join(p for p in problems if p)
+    print(f"already complete: {result.done} replays in {result.output / 'ledger.sqlite'}"
+          f"{f' ({said})' if said else ''}; nothing to do")
+    return EXIT_PROBLEMS if said else EXIT_OK
+
+
 def _size(n: float) -> str:
     for unit in ("bytes", "KB", "MB"):
         if n < 1024:
@@ -99,8 +114,7 @@ def command(args: argparse.Namespace) -> int:
         address=args.address, output=args.output, progress_stream=None if args.quiet else sys.stderr, warn=_warn,
     )
     if result.already_complete:
-        print(f"already complete: {result.done} replays in {result.output / 'ledger.sqlite'}; nothing to do")
-        return EXIT_OK
+        return _already_complete(result, args)
     status = ", ".join(f"{k} {v}" for k, v in sorted(result.status.items())) or "none"
     retries = ", ".join(f"{k} {v}" for k, v in sorted(result.retries.items())) or "none"
     again = f", {result.retried} failed run again" if result.retried else ""

@@ -25,8 +25,15 @@ output folder when a campaign ran there, else the observational part of the camp
 is run first (baseline recorded or loaded, then analysed, into the gate's folder), and
 the report says so. Outputs in the gate's folder: ``gate.json``, ``gate.md`` (a
 pull-request comment) and ``junit.xml`` (one test case per candidate). Exit 2 when the
-gate could not run: a bad spec or candidate, no baseline, a template no call rendered,
-an endpoint that failed replays.
+gate could not run: a bad spec or candidate, no baseline (or none of its lines reads), a
+template no call rendered, an endpoint that failed replays. A baseline line that cannot
+be read costs only itself (one warning, ``baseline FILE:LINE: REASON; the line is
+skipped``; exit 1 whatever the verdict).
+
+``quiver gate --plan`` (:func:`plan_gate`) counts the replays, LLM calls, tokens and cost
+of the very jobs the gate runs (:func:`candidate_jobs`) and writes nothing. The gate
+keeps nothing to resume: on Ctrl-C it says how many of its replays finished, and that
+it is to be run again (exit 130).
 """
 
 from __future__ import annotations

@@ -368,11 +368,16 @@ def test_retry_failed_runs_exactly_the_failed_replays_again_to_the_uninterrupted
     raised = {j for j, d in rows.items() if "error" not in d and d["trace"]["status"] == "failed"}
     assert errors and raised and len(rows) == 16  # both kinds of failure, and the rest ok
 
+    (out / "campaign.json").unlink()  # not finished: the resume writes the results again
     kept = _resume(spec)
     assert kept.code == 1
     assert f"{len(errors | raised)} failed replay(s) from the ledger kept as they are" in kept.stderr
     assert "--retry-failed" in kept.stderr
     assert json.loads((out / "summary.json").read_text())["status"]["failed"] == len(errors | raised)
+    finished = _resume(spec)  # finished: the failures said again, nothing touched
+    assert finished.code == 1
+    assert finished.stdout == (f"already complete: 16 replays in {out / 'ledger.sqlite'} ({len(errors | raised)} "
+                               f"failed: `quiver run {spec} --retry-failed` runs them again); nothing to do\n")
 
     marker.unlink()
     retried = _resume(spec, "--retry-failed")
@@ -539,8 +544,9 @@ def test_a_bad_line_of_the_spec_s_baseline_costs_only_itself_the_same_way_on_res
 
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
     complete = _resume(spec)
-    assert complete.code == 0, complete.stdout + complete.stderr
-    assert complete.stdout == f"already complete: 16 replays in {out / 'ledger.sqlite'}; nothing to do\n"
+    assert complete.code == 1, complete.stdout + complete.stderr  # the line is still skipped
+    assert complete.stdout == (f"already complete: 16 replays in {out / 'ledger.sqlite'} (1 bad baseline line(s) "
+                               "skipped); nothing to do\n")
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
 
 
