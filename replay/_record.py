@@ -108,6 +108,8 @@ class RecordResult:
     calls: int
     retries: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0
+    """LLM requests the traces made that the endpoint answered: the engine client's and
+    those captured at the transport (a plain ``openai`` client, LangChain, DSPy)."""
     seconds: float = 0.0
     retried: int = 0
     """Failed traces of an earlier run recorded again (``retry_failed``)."""
@@ -140,6 +142,21 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+class _Tally:
+    """The LLM calls the traces of one run made, counted by their builders: the engine
+    client's and the captured ones (a plain ``openai`` client, LangChain, DSPy) alike."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.llm_calls = 0
+
+    def add(self, builder: TraceBuilder) -> None:
+        with builder._lock:
+            calls = sum(builder.llm_calls.values())
+        with self._lock:
+            self.llm_calls += calls
+
+
 def _run_one(
     fn: Callable[..., Any],
     pipeline_name: str,
@@ -148,14 +165,17 @@ def _run_one(
     repeat: int,
     seed: int,
     client: LLMClient | None,
+    tally: _Tally,
 ) -> Trace:
     builder = TraceBuilder(
         trace_id=f"{run_id}/{item.input_id}/{repeat}", run_id=run_id, pipeline=pipeline_name,
         input_id=item.input_id, repeat=repeat, inputs=item.inputs,
         sample_key=trace_sample_key(seed, item.input_id, repeat),
     )
-
-    return run_traced(builder, fn, item.inputs, client, log=log)
+    try:
+        return run_traced(builder, fn, item.inputs, client, log=log)
+    finally:
+        tally.add(builder)
 
 
 @contextlib.contextmanager
@@ -231,10 +251,11 @@ def record_corpus(
         log.info("recording %d traces (%d resumed) with concurrency %d", len(jobs), len(kept.done), concurrency)
         progress = Progress("record", len(jobs) + len(kept.done), stream=progress_stream, resumed=len(kept.done))
         retries_before = Counter(llm.stats) if llm is not None else Counter()
+        tally = _Tally()
         try:
             _execute(
                 fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress,
-                resume or retry_failed,
+                resume or retry_failed, tally,
             )
         except KeyboardInterrupt:
             written = sum(1 for _, raw in iter_lines(partial_path) if raw.strip())
@@ -256,7 +277,7 @@ def record_corpus(
             failed=sum(t.status == "failed" for t in traces),
             resumed=len(kept.done), calls=sum(len(t.calls) for t in traces),
             retries={k.removeprefix("retry_"): v for k, v in stats.items() if k.startswith("retry_")},
-            llm_calls=stats.get("calls", 0), seconds=time.monotonic() - t0,
+            llm_calls=tally.llm_calls, seconds=time.monotonic() - t0,
             retried=kept.retried, dropped_lines=kept.dropped,
         )
         result.summary_path.write_text(json.dumps(redactor.data(result.summary()), indent=2) + "\n")
@@ -374,6 +395,7 @@ def _execute(
     redactor: Redactor,
     progress: Progress,
     append: bool,
+    tally: _Tally,
 ) -> None:
     """Record ``jobs`` on ``concurrency`` threads, writing each trace as it finishes.
 
@@ -394,7 +416,7 @@ def _execute(
                 except IndexError:
                     return
                 try:
-                    result: Trace | BaseException = _run_one(fn, pipeline_name, run_id, item, repeat, seed, llm)
+                    result: Trace | BaseException = _run_one(fn, pipeline_name, run_id, item, repeat, seed, llm, tally)
                 except BaseException as exc:  # raised again in the writing thread
                     result = exc
                 finished.put(result)
