@@ -13,7 +13,8 @@ What a recording then holds, read from LangGraph's own structure:
   update it returned, JSON (LangChain messages as ``{"role", "content", ...}`` dicts,
   ``Document``s as dicts), rebuilt into messages and documents when a replay serves it.
   A node's kind is ``llm`` (its LLM call is recorded on it), ``tool`` for a
-  ``ToolNode``, or what ``kinds=`` says.
+  ``ToolNode`` (each tool it ran recorded as a tool step: the name and arguments of the
+  tool call, the ``ToolMessage``'s content), or what ``kinds=`` says.
 * **Decisions.** A conditional edge is a decision of the gate named after the branch
   (the routing function's name), recorded on the call of its source node; the arm is the
   chosen destination (a list when it fans out). A conditional entry point becomes a
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from quiver import InstrumentationError
-from quiver.replay import retrieved
+from quiver.replay import retrieved, tool_step
 from quiver.replay._instrument import (
     CallRecord,
     OpenCall,
@@ -439,6 +440,7 @@ class _NodeCall:
     record: CallRecord
     step: int
     opened: OpenCall
+    input: Any = None
     renders: list[tuple[Template, dict[str, Any]]] = field(default_factory=list)
     tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = field(default_factory=list)
 
@@ -465,7 +467,7 @@ def _open(name: str, kind: str, input: Any) -> _NodeCall | None:
     )
     with run.lock:
         run.tasks[task] = record
-    return _NodeCall(run, record, step, OpenCall(record))
+    return _NodeCall(run, record, step, OpenCall(record), input)
 
 
 def _enter(call: _NodeCall) -> None:
@@ -496,6 +498,15 @@ def _exit(call: _NodeCall, output: Any, error: BaseException | None) -> None:
                 token = current_call.set(call.record)
                 try:
                     retrieved(docs)
+                finally:
+                    current_call.reset(token)
+        if call.record.kind == "tool" and call.record.tool is None:
+            steps = _tool_steps(call.input, output)
+            if steps:
+                token = current_call.set(call.record)
+                try:
+                    for name, args, response in steps:
+                        tool_step(name, args, response)
                 finally:
                     current_call.reset(token)
         _name_prompt(call)
@@ -725,6 +736,32 @@ def _is_message(value: dict[str, Any]) -> bool:
     )
 
 
+def _messages_in(value: Any) -> list[Any]:
+    """The messages of a state or update: its ``messages`` channel, or the value itself
+    when it is a list (a ``ToolNode`` takes either)."""
+    if isinstance(value, Mapping):
+        value = value.get("messages")
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _tool_steps(input: Any, update: Any) -> list[tuple[str, dict[str, Any], Any]]:
+    """The tool steps a ``ToolNode`` ran: each ``ToolMessage`` of its update with the
+    name and arguments of the tool call it answers (read from the input's messages)."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    asked: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in _messages_in(input):
+        if isinstance(message, AIMessage):
+            for c in message.tool_calls:
+                asked[str(c.get("id"))] = (c["name"], dict(c["args"]))
+    steps = []
+    for message in _messages_in(update):
+        if isinstance(message, ToolMessage):
+            name, args = asked.get(str(message.tool_call_id), (message.name or "tool", {}))
+            steps.append((name, args, to_json(message.content)))
+    return steps
+
+
 def _docs_in(update: Any) -> list[dict[str, Any]] | None:
     """The first list of documents in a retrieval node's update, as quiver records them."""
     from langchain_core.documents import Document
@@ -908,6 +945,11 @@ def _name_prompt(call: _NodeCall) -> None:
 
     tmpl, variables = call.renders[-1]
     fragments = [tmpl.hash] + [content_hash(to_json(variables[v])) for v in tmpl.variables if v in variables]
+    rendered = sum(
+        len(variables.get(content.strip("{} ")) or []) if role == "placeholder" else 1
+        for role, content in tmpl.messages
+    )
+    fragments += record.prompt.fragments[rendered:]  # messages sent after the template's (a tool call, its answer)
     record.prompt = record.prompt.model_copy(
         update={"template_id": tmpl.id, "template_hash": tmpl.hash, "fragments": fragments}
     )

@@ -13,7 +13,12 @@ bottom of the graph's construction.
 * ``grade`` asks whether they answer the question: ``yes`` goes to ``compose``, ``no`` to
   ``rewrite`` (at most three queries in all, then ``compose`` with what there is);
 * ``rewrite`` asks for a better query and loops back to ``retrieve``;
-* ``compose`` writes the answer from the articles.
+* ``compose`` writes the answer from the articles, with the ``open_ticket`` tool bound
+  to its model (``bind_tools``): when an article says a person has to act (an admin,
+  billing, the workspace owner) the model calls the tool instead of answering;
+* ``tools`` (a ``ToolNode``) runs that call and answers with a ``ToolMessage``;
+* ``follow_up`` goes on with the conversation (the composer's prompt, its tool call and
+  the tool's answer) and writes the answer with the ticket in it.
 """
 
 from __future__ import annotations
@@ -21,13 +26,17 @@ from __future__ import annotations
 import json
 import operator
 import re
+import zlib
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.messages import AnyMessage
 from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
 
 from quiver.integrations.langgraph import instrument
 
@@ -47,6 +56,7 @@ class AgentState(TypedDict, total=False):
     queries: Annotated[list[str], operator.add]
     docs: list[dict[str, Any]]
     relevant: str
+    messages: Annotated[list[AnyMessage], add_messages]
     answer: str
 
 
@@ -68,6 +78,19 @@ COMPOSE_PROMPT = ChatPromptTemplate.from_messages([
                "brackets. If none applies, say so and offer to open a ticket."),
     ("human", "Question:\n<<<\n{question}\n>>>\n\nArticles:\n{context}"),
 ])
+
+
+@tool
+def open_ticket(team: str, priority: str, summary: str) -> str:
+    """Open a support ticket for the team that has to act; returns the ticket's number.
+
+    Args:
+        team: ``support`` or ``billing``.
+        priority: ``normal`` or ``high``.
+        summary: The customer's request in one line.
+    """
+    number = 1000 + zlib.crc32(f"{team}|{priority}|{summary}".encode()) % 9000
+    return f"Ticket T-{number} opened for the {team} team (priority {priority})."
 
 
 def _chat(model: str, temperature: float = 0.7) -> ChatOpenAI:
@@ -123,8 +146,18 @@ def rewrite(state: AgentState) -> dict[str, Any]:
 
 
 def compose(state: AgentState) -> dict[str, Any]:
-    answer = _ask(COMPOSE_PROMPT, "lg-composer", question=state["question"], context=_context(state.get("docs", [])))
-    return {"answer": answer}
+    prompt = COMPOSE_PROMPT.format_messages(question=state["question"], context=_context(state.get("docs", [])))
+    reply = _chat("lg-composer").bind_tools([open_ticket]).invoke(prompt)
+    if reply.tool_calls:
+        return {"messages": [reply]}
+    return {"messages": [reply], "answer": str(reply.content).strip()}
+
+
+def follow_up(state: AgentState) -> dict[str, Any]:
+    prompt = COMPOSE_PROMPT.format_messages(question=state["question"], context=_context(state.get("docs", [])))
+    conversation = prompt + state["messages"]
+    reply = _chat("lg-composer").bind_tools([open_ticket]).invoke(conversation)
+    return {"answer": str(reply.content).strip()}
 
 
 def route_question(state: AgentState) -> str:
@@ -139,14 +172,17 @@ def after_grade(state: AgentState) -> str:
 
 def build() -> Any:
     builder = StateGraph(AgentState)
-    for step in (router, retrieve, grade, rewrite, compose):
+    for step in (router, retrieve, grade, rewrite, compose, follow_up):
         builder.add_node(step.__name__, step)
+    builder.add_node("tools", ToolNode([open_ticket]))
     builder.add_edge(START, "router")
     builder.add_conditional_edges("router", route_question, ["retrieve", "compose"])
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", after_grade, ["compose", "rewrite"])
     builder.add_edge("rewrite", "retrieve")
-    builder.add_edge("compose", END)
+    builder.add_conditional_edges("compose", tools_condition, ["tools", END])
+    builder.add_edge("tools", "follow_up")
+    builder.add_edge("follow_up", END)
     return instrument(builder.compile(), kinds={"retrieve": "retrieval"})
 
 
@@ -154,6 +190,8 @@ graph = build()
 
 
 def run(question: str) -> dict[str, Any]:
-    """Answer one question; the final state's answer, route and queries."""
+    """Answer one question; the final state's answer, route, queries and the tools called."""
     state = graph.invoke({"question": question})
-    return {"answer": state.get("answer"), "route": state.get("route"), "queries": state.get("queries", [])}
+    tools = [m.name for m in state.get("messages", []) if m.type == "tool"]
+    return {"answer": state.get("answer"), "route": state.get("route"), "queries": state.get("queries", []),
+            "tools": tools}

@@ -36,7 +36,9 @@ from quiver.replay._instrument import current_builder
 ROOT = Path(__file__).parents[2]
 AGENT = ROOT / "experiments" / "langgraph_agent"
 SPEC = ROOT / "experiments" / "specs" / "langgraph_agent.yaml"
-LLM_NODES = {"router", "grade", "rewrite", "compose"}
+LLM_NODES = {"router", "grade", "rewrite", "compose", "follow_up"}
+TEMPLATES = {"router": "router_prompt", "grade": "grader_prompt", "rewrite": "rewrite_prompt",
+             "compose": "compose_prompt", "follow_up": "compose_prompt"}
 
 
 def _quiver() -> list[str]:
@@ -63,10 +65,15 @@ def endpoint(simulator: Simulator) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def recorded(endpoint: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> list[Trace]:
+def recorded_with_output(endpoint: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Trace], str]:
     out = tmp_path_factory.mktemp("lg") / "corpus"
-    _cli(["record", str(AGENT / "record.yaml"), "--output", str(out), "--quiet"], endpoint)
-    return [Trace.model_validate_json(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+    proc = _cli(["record", str(AGENT / "record.yaml"), "--output", str(out), "--quiet"], endpoint)
+    return [Trace.model_validate_json(line) for line in (out / "traces.jsonl").read_text().splitlines()], proc.stdout
+
+
+@pytest.fixture(scope="module")
+def recorded(recorded_with_output: tuple[list[Trace], str]) -> list[Trace]:
+    return recorded_with_output[0]
 
 
 def test_every_llm_call_is_recorded_with_the_full_contract(recorded: list[Trace]) -> None:
@@ -78,14 +85,51 @@ def test_every_llm_call_is_recorded_with_the_full_contract(recorded: list[Trace]
             if call.node not in LLM_NODES:
                 continue
             assert call.kind == "llm" and call.model is not None and call.model.name.startswith("lg-")
-            template_id = f"{call.node.replace('grade', 'grader')}_prompt"  # the variable holding it
-            assert call.prompt is not None and call.prompt.template_id == template_id
+            # the template is the variable that holds it; follow_up renders the composer's again
+            assert call.prompt is not None and call.prompt.template_id == TEMPLATES[call.node]
             assert call.prompt.assembled and call.prompt.fragments[0] == call.prompt.template_hash
-            assert call.response is not None and call.response.content and call.response.usage
+            assert call.response is not None and call.response.usage
+            assert call.response.content or call.response.finish_reason == "tool_calls"
         retrieves = [c for c in trace.calls if c.node == "retrieve"]
         assert all(c.kind == "retrieval" and c.loop == "retrieve" for c in retrieves)
         assert [c.iteration for c in retrieves] == list(range(len(retrieves)))
         assert trace.calls[1].decision["route_question"] in ("retrieve", "compose")
+
+
+def test_quiver_record_counts_the_captured_llm_calls(recorded_with_output: tuple[list[Trace], str]) -> None:
+    traces, stdout = recorded_with_output
+    made = sum(c.response is not None for t in traces for c in t.calls)
+    assert made > 36 and f"with {sum(len(t.calls) for t in traces)} node calls and {made} LLM calls" in stdout
+
+
+def test_the_composer_calls_a_tool_that_a_tool_node_runs(recorded: list[Trace]) -> None:
+    ticketed = [t for t in recorded if any(c.node == "tools" for c in t.calls)]
+    assert {"lost-2fa", "restore-project"} <= {t.input_id for t in ticketed}  # an admin, the workspace owner
+    ids_by_call: dict[str, set[str]] = {}
+    for trace in ticketed:
+        by_node = {c.node: c for c in trace.calls}
+        compose, tools, follow_up = by_node["compose"], by_node["tools"], by_node["follow_up"]
+        assert compose.response is not None and compose.response.finish_reason == "tool_calls"
+        assert compose.decision == {"tools_condition": "tools"}
+        (asked,) = compose.output["messages"][0]["tool_calls"]
+        assert asked["name"] == "open_ticket" and asked["args"]["priority"] in ("normal", "high")
+        wire = compose.tags["tool_calls"][0]
+        assert wire["id"] == asked["id"] and json.loads(wire["function"]["arguments"]) == asked["args"]
+        ids_by_call.setdefault(json.dumps(asked["args"], sort_keys=True), set()).add(asked["id"])
+        assert tools.kind == "tool" and tools.parents and compose.call_id in tools.parents
+        assert tools.tool is not None and tools.tool.name == "open_ticket" and tools.tool.args == asked["args"]
+        (answer,) = tools.output["messages"]
+        assert answer["role"] == "tool" and answer["tool_call_id"] == asked["id"]
+        assert answer["content"] == tools.tool.response and answer["content"].startswith("Ticket T-")
+        assert follow_up.prompt is not None
+        assert [m.role for m in follow_up.prompt.assembled] == ["system", "user", "assistant", "tool"]
+        assert follow_up.prompt.assembled[-1].content == answer["content"]
+        ticket = answer["content"].split()[1]
+        assert ticket in trace.output["answer"] and trace.output["tools"] == ["open_ticket"]
+    assert len(ids_by_call) > len({t.input_id for t in ticketed})  # the priority is sampled
+    assert all(len(ids) == 1 for ids in ids_by_call.values())  # same call, same id, whatever the repeat
+    others = [c for t in recorded if t not in ticketed for c in t.calls if c.node == "compose"]
+    assert others and all(c.decision == {"tools_condition": "__end__"} for c in others)
 
 
 def test_repeats_differ_where_the_simulator_samples(recorded: list[Trace]) -> None:
@@ -118,14 +162,16 @@ def test_each_perturbation_class_gives_effective_pairs_with_counted_calls(
 ) -> None:
     corpus = tmp_path / "traces.jsonl"
     chosen = [t for t in recorded if t.input_id in ("lost-2fa", "vague-access", "calendar-sync")]
+    assert any(c.node == "tools" for t in chosen for c in t.calls)
     corpus.write_text("".join(t.model_dump_json() + "\n" for t in chosen))
     spec = yaml.safe_load(SPEC.read_text())
     spec["pipeline"] = f"{AGENT / 'pipeline.py'}:run"
     spec["llm"]["simulator"]["models"] = [str(AGENT / "sim_models.py")]
     graph = yaml.safe_load((AGENT / "graph.yaml").read_text())
-    for node in ("rewrite", "compose"):  # texts compared as labels: no embedding model to load here
+    for node in ("rewrite", "compose", "follow_up"):  # texts compared as labels: no embedding model to load here
         for fld in graph["nodes"][node]["fields"].values():
-            fld["type"] = "categorical"
+            if fld["type"] == "text":
+                fld["type"] = "categorical"
     (tmp_path / "graph.yaml").write_text(yaml.safe_dump(graph))
     spec["graph"] = str(tmp_path / "graph.yaml")
     for p in spec["perturbations"]:
@@ -147,10 +193,10 @@ def test_each_perturbation_class_gives_effective_pairs_with_counted_calls(
     for pair in pairs:
         calls = pair["llm_calls"]
         assert sum(calls.values()) >= 1 and set(calls) <= LLM_NODES
-        if pair["op"] in ("param_change", "prompt_swap"):
-            assert calls == {"compose": 1}  # the target alone, upstream served
+        if pair["op"] in ("param_change", "prompt_swap"):  # the target, upstream served; a ticket's follow-up
+            assert calls.pop("compose") == 1 and calls in ({}, {"follow_up": 1})
         if pair["op"] == "override" and pair["stratum"] == "effective":  # grade forced to "yes": compose next
-            assert calls == {"compose": 1}
+            assert calls.pop("compose") == 1 and calls in ({}, {"follow_up": 1})
         assert baseline[(pair["input_id"], pair["repeat"])] is not None
 
 
