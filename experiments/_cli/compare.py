@@ -46,18 +46,13 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver compare``; return the exit code."""
     from quiver._compare import compare_corpora
     from quiver._errors import QuiverError
-    from quiver._trace import check_trace_file, iter_traces
 
     if args.resamples < 1:
         raise QuiverError(f"--resamples {args.resamples}: give at least 1")
-    from .diff import trace_corpus
+    from .diff import read_traces
 
-    corpora = []
-    for path in (args.before, args.after):
-        check_trace_file(path)
-        with trace_corpus(path):
-            corpora.append(list(iter_traces(path)))
-    before, after = corpora
+    (before, skipped_before), (after, skipped_after) = (read_traces(Path(p), "compare")
+                                                        for p in (args.before, args.after))
     result = compare_corpora(before, after, resamples=args.resamples, seed=args.seed)
     data = {**result.to_json(), "before": str(args.before), "after": str(args.after)}
     try:
@@ -71,7 +66,7 @@ def command(args: argparse.Namespace) -> int:
     print(files[1].read_text(encoding="utf-8"))
     for path in files:
         print(path)
-    return EXIT_PROBLEMS if result.less_consistent else EXIT_OK
+    return EXIT_PROBLEMS if result.less_consistent or skipped_before or skipped_after else EXIT_OK
 
 
 def _est(row: Mapping[str, Any], name: str, signed: bool = False) -> str:

@@ -4,19 +4,17 @@ the first divergent call and its cause (see :mod:`quiver._diff`)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_OK
+from .common import EXIT_OK, EXIT_PROBLEMS
 
 if TYPE_CHECKING:
     from quiver._trace import Trace
 
-__all__ = ["add_parser", "command", "load_one_trace", "trace_corpus"]
+__all__ = ["add_parser", "command", "load_one_trace", "read_traces"]
 
 _EXPORT_LIMIT = 64 * 2**20
 """The largest file read whole to tell a span export from a damaged trace corpus."""
@@ -74,51 +72,42 @@ def export_hint(path: Path) -> str | None:
             "the traces it writes")
 
 
-@contextlib.contextmanager
-def trace_corpus(path: Path) -> Iterator[None]:
-    """Read ``path`` as a trace corpus in the block: a span export it cannot read is
-    refused with the import to run instead of the JSON error of its first line."""
-    from quiver._errors import QuiverError, TraceFormatError
-
-    try:
-        yield
-    except TraceFormatError as exc:
-        hint = export_hint(path) if exc.file == str(path) and exc.line == 1 else None
-        if hint is None:
-            raise
-        raise QuiverError(hint) from None
-
-
-def load_one_trace(arg: str) -> Trace:
-    """The trace ``arg`` names: ``FILE:TRACE_ID``, or the one trace of ``FILE``."""
-    from quiver._trace import check_trace_file
-
-    path, trace_id = _file_and_id(arg)
-    check_trace_file(path)
-    with trace_corpus(path):
-        return _find(path, trace_id)
-
-
-def _find(path: Path, trace_id: str | None) -> Trace:
+def read_traces(path: Path, command: str) -> tuple[list[Trace], int]:
+    """Every readable trace of the corpus ``path`` and how many lines were skipped, by
+    the rule of every command that reads a corpus (a bad line is named once and costs
+    only itself). A span export is refused with the import to run instead of one
+    warning per line."""
     from quiver._errors import QuiverError
-    from quiver._trace import iter_traces, printable
+    from quiver._trace import check_trace_file, read_corpus
+
+    check_trace_file(path)
+    hint = export_hint(path)
+    if hint is not None:
+        raise QuiverError(hint)
+    return read_corpus([path], lambda m: print(f"quiver {command}: warning: {m}", file=sys.stderr))
+
+
+def load_one_trace(arg: str) -> tuple[Trace, int]:
+    """The trace ``arg`` names (``FILE:TRACE_ID``, or the one trace of ``FILE``) and
+    the number of bad lines skipped in its file."""
+    path, trace_id = _file_and_id(arg)
+    traces, skipped = read_traces(path, "diff")
+    return _find(path, trace_id, traces), skipped
+
+
+def _find(path: Path, trace_id: str | None, traces: list[Trace]) -> Trace:
+    from quiver._errors import QuiverError
+    from quiver._trace import printable
 
     if trace_id is None:
-        traces = []
-        for t in iter_traces(path):
-            traces.append(t)
-            if len(traces) > 1:
-                raise QuiverError(f"{path} holds more than one trace: name one as {path}:TRACE_ID, or give the "
-                                  "file alone to diff every same-input pair")
-        if not traces:
-            raise QuiverError(f"{path} holds no trace")
+        if len(traces) > 1:
+            raise QuiverError(f"{path} holds more than one trace: name one as {path}:TRACE_ID, or give the "
+                              "file alone to diff every same-input pair")
         return traces[0]
-    seen = 0
-    for t in iter_traces(path):
-        seen += 1
+    for t in traces:
         if t.trace_id == trace_id:
             return t
-    raise QuiverError(f"{path} has no trace with id '{printable(trace_id)}' ({seen} trace(s) read); "
+    raise QuiverError(f"{path} has no trace with id '{printable(trace_id)}' ({len(traces)} trace(s) read); "
                       "ids are the trace_id field of each line")
 
 
@@ -138,23 +127,22 @@ def command(args: argparse.Namespace) -> int:
 def _pair(args: argparse.Namespace) -> int:
     from quiver._diff import diff_traces
 
-    a, b = (load_one_trace(x) for x in args.traces)
+    (a, skipped_a), (b, skipped_b) = (load_one_trace(x) for x in args.traces)
     result = diff_traces(a, b)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
         sys.stdout.write(result.render())
-    return EXIT_OK
+    return EXIT_PROBLEMS if skipped_a or skipped_b else EXIT_OK
 
 
 def _corpus(args: argparse.Namespace) -> int:
     from quiver._compare import first_divergence_markdown, first_divergence_table
     from quiver._errors import QuiverError
-    from quiver._trace import check_trace_file, iter_traces
 
-    path = check_trace_file(args.traces[0])
-    with trace_corpus(path):
-        table = first_divergence_table(iter_traces(path), resamples=args.resamples, seed=args.seed)
+    path = Path(args.traces[0])
+    traces, skipped = read_traces(path, "diff")
+    table = first_divergence_table(traces, resamples=args.resamples, seed=args.seed)
     if table.data["pairs"] == 0:
         raise QuiverError(f"{path}: no input group has two ok traces, so there is no same-input pair to diff; "
                           "give two traces as A B, or record with repeats >= 2")
@@ -162,4 +150,4 @@ def _corpus(args: argparse.Namespace) -> int:
         print(json.dumps({**table.data, "pair_diffs": [d.to_json() for d in table.pairs]}, indent=2))
     else:
         print("\n".join(first_divergence_markdown(table.data)).rstrip())
-    return EXIT_OK
+    return EXIT_PROBLEMS if skipped else EXIT_OK
