@@ -451,6 +451,8 @@ class _Assembly:
         if span.links is None:
             return [ids[id(parent)] if parent is not None else "c0"]
         by_span = {s.span_id: ids[id(s)] for s in self.calls if s.span_id is not None}
+        if self.trace_span is not None and self.trace_span.span_id is not None:
+            by_span[self.trace_span.span_id] = "c0"  # a link to the trace's span: the trace's input
         found = sorted({by_span[link] for link in span.links if link in by_span}, key=lambda c: (len(c), c))
         return found or ["c0"]
 

@@ -145,6 +145,8 @@ class SourceSpan:
     """Spans folded into this call (``name``, ``span_id``, their unmapped ``attributes``), kept in tags."""
     trace_tags: dict[str, Any] = field(default_factory=dict)
     """Tags for the trace (loops), on the span that is the trace."""
+    tool: tuple[str, Any, Any] | None = None
+    """The tool step (name, arguments, response) of a call whose tool span was folded into it."""
 
 
 @dataclass

@@ -19,8 +19,17 @@ traces are left as read.
   named as LangGraph names the branch (the routing function's name, ``condition`` for a
   lambda), the arm is the destination (a path-map label is resolved from
   the next step's ``branch:to:X`` triggers), ``__end__`` when the graph ends there;
-* parents: the calls of the previous step (those whose decision sent elsewhere left
-  out), the input ``c0`` for the first step;
+* a node whose spans hold a tool span (a ``ToolNode``) is a ``tool`` call: its tool
+  step the tool's name, arguments and ``ToolMessage`` content (a second tool a call of
+  its own, named by the tool); a node with no LLM call that holds a retriever span or
+  whose name says ``retriev`` is a ``retrieval`` call, its documents the first list of
+  ``doc_id``/``content`` records in its update;
+* parents: the calls of the previous step that triggered the node (those whose
+  decision sent elsewhere left out) and the calls whose writes made the channels it
+  reads (the keys of its input state): a channel's last write, every write of a channel
+  that accumulates (a reducer: the state holds more than its last write), the input
+  ``c0`` for a channel no node wrote. An update of one string (OpenInference writes it
+  bare) wrote the channel holding that string in the next step's state;
 * loops: a node that runs again in a later step closes a cycle. The loop is named after
   it, each of its runs starts an iteration, and the calls from one run to the next (and
   those of the cycle right after its last run) carry the iteration number;
@@ -235,8 +244,16 @@ class _LangGraph:
             for later in llms[1:]:  # a second LLM call of one node is a call of its own
                 later.name, later.parent_id = "llm", node.span_id
                 extra.append(later)
-            folded = [s for s in under if s not in llms[1:]]
+            tools = [] if llms else [s for s in under if _kind(s) == "TOOL"]
+            for later in tools[1:]:  # so is a second tool a ToolNode ran
+                later.name, later.parent_id, later.tool = _tool_name(later), node.span_id, _tool_step(later)
+                extra.append(later)
+            folded = [s for s in under if s not in llms[1:] and s not in tools[1:]]
             _fold(node, folded, llms[0] if llms else None)
+            if tools:
+                node.attributes[_KIND], node.tool = "TOOL", _tool_step(tools[0])
+            elif not llms and ("retriev" in node.name.lower() or any(_kind(s) == "RETRIEVER" for s in under)):
+                _retrieved(node)
             dropped.update(id(s) for s in folded)
             if edge is not None:  # LangGraph names a branch after its routing function, else "condition"
                 gate = "condition" if edge.name in ("RunnableCallable", "RunnableLambda") else edge.name
@@ -245,7 +262,7 @@ class _LangGraph:
             if id(node) in edges:
                 gate, out = edges[id(node)]
                 node.decision = {gate: self._arm(out, node, nodes[i + 1:], known)}
-        self._link(nodes)
+        self._link(root, nodes)
         root.as_trace = True
         loops = _number_loops(nodes)
         if loops:
@@ -283,17 +300,94 @@ class _LangGraph:
                             for t in _triggers(s) if t.startswith("branch:to:")})
         return triggered[0] if len(triggered) == 1 else triggered or out
 
+    def _link(self, root: SourceSpan, nodes: list[SourceSpan]) -> None:
+        """Parents: the calls that triggered the node (the previous step's, those whose decision
+        sent elsewhere left out) and the calls whose writes made the channels it reads (the keys
+        of its input state): the last write of a channel, every write of one that accumulates
+        (a reducer: the state holds more than its last write), the graph's input for a channel
+        no node wrote."""
+        writes: dict[str, list[tuple[int, SourceSpan, Any]]] = defaultdict(list)
+        accumulating: set[str] = set()
+        for i, node in enumerate(nodes):
+            step = _step(node)
+            found: list[SourceSpan] = []
+            before = [s for s in nodes if _step(s) < step]
+            if before:
+                last = max(_step(s) for s in before)
+                sources = [s for s in before if _step(s) == last]
+                sent = [s for s in sources if not s.decision or node.name in _arms(s.decision)]
+                found += sent or sources
+            state = parse_json(node.attributes.get("input.value"))
+            for channel, value in (state.items() if isinstance(state, dict) else ()):
+                made = [w for w in writes.get(channel, []) if w[0] < step]
+                if not made:
+                    found.append(root)
+                    continue
+                top = max(w[0] for w in made)
+                latest = [w for w in made if w[0] == top]
+                if isinstance(value, list) and all(isinstance(w[2], list) for w in latest) \
+                        and len(value) > sum(len(w[2]) for w in latest):
+                    accumulating.add(channel)
+                found += [w[1] for w in (made if channel in accumulating else latest)]
+            if not isinstance(state, dict) and not before:
+                found.append(root)
+            node.links = list(dict.fromkeys(s.span_id for s in found if s.span_id is not None))
+            for channel, value in self._written(node, nodes[i + 1:], root).items():
+                writes[channel].append((step, node, value))
+
     @staticmethod
-    def _link(nodes: list[SourceSpan]) -> None:
-        for node in nodes:
-            before = [s for s in nodes if _step(s) < _step(node)]
-            if not before:
-                node.links = []
-                continue
-            last = max(_step(s) for s in before)
-            sources = [s for s in before if _step(s) == last]
-            sent = [s for s in sources if not s.decision or node.name in _arms(s.decision)]
-            node.links = [s.span_id for s in (sent or sources) if s.span_id is not None]
+    def _written(node: SourceSpan, after: list[SourceSpan], root: SourceSpan) -> dict[str, Any]:
+        """The channels a node's update wrote, with their values. An update of one string is
+        written as the string alone: its channel is the one holding that string in the next
+        step's state (the graph's output after the last step), changed where one changed."""
+        out = _output(node)
+        if isinstance(out, dict):
+            return {str(k): v for k, v in out.items()}
+        if not isinstance(out, str):
+            return {}
+        later = [s for s in after if _step(s) > _step(node)]
+        first = min((_step(s) for s in later), default=None)
+        states = [parse_json(s.attributes.get("input.value")) for s in later if _step(s) == first] \
+            if first is not None else [_output(root)]
+        state = next((s for s in states if isinstance(s, dict)), None)
+        if state is None:
+            return {}
+        given = parse_json(node.attributes.get("input.value"))
+        given = given if isinstance(given, dict) else {}
+        same = [k for k, v in state.items() if v == out]
+        changed = [k for k in same if given.get(k) != out]
+        return {k: out for k in (changed or same)}
+
+
+def _tool_name(span: SourceSpan) -> str:
+    return str(span.attributes.get("tool.name") or span.name)
+
+
+def _tool_step(span: SourceSpan) -> tuple[str, Any, Any]:
+    """A LangChain tool span's step: the tool's name, its arguments, the ``ToolMessage``'s content."""
+    args = parse_json(span.attributes.get("input.value"))
+    out = _output(span)
+    data = out.get("data") if isinstance(out, dict) and out.get("type") == "tool" else None
+    response = data.get("content", out) if isinstance(data, dict) else out
+    return _tool_name(span), args if isinstance(args, dict) else {"input": args}, response
+
+
+def _retrieved(node: SourceSpan) -> None:
+    """A retrieval node: the first list of documents in its update (``doc_id`` or ``id``, and
+    ``content``, ``page_content`` or ``text``) as its retrieved documents."""
+    node.attributes[_KIND] = "RETRIEVER"
+    out = _output(node)
+    for value in (out.values() if isinstance(out, dict) else [out]):
+        if isinstance(value, list) and value and all(
+                isinstance(d, dict) and any(k in d for k in ("doc_id", "id"))
+                and any(k in d for k in ("content", "page_content", "text")) for d in value):
+            for i, doc in enumerate(value):
+                for key, item in doc.items():
+                    name = {"doc_id": "id", "page_content": "content", "text": "content"}.get(key, key)
+                    if name in ("id", "content", "score", "metadata") and item is not None:
+                        node.attributes[f"retrieval.documents.{i}.document.{name}"] = \
+                            item if isinstance(item, (str, int, float)) else json.dumps(item)
+            return
 
 
 def _step(span: SourceSpan) -> int:

@@ -135,7 +135,12 @@ class OpenInferenceFormat(OtelFormat):
         mc.output = _without_volatile_ids(output)
         if mc.output is not output:  # the output as written stays in tags
             attrs.used.difference_update({"output.value", "output.mime_type"})
-        if mc.kind == "tool":
+        if mc.kind == "tool" and span.tool is not None:  # a framework node that ran a tool
+            name, args, response = span.tool
+            response = to_jsonable(response)
+            mc.tool = ToolStep(name=name, args=to_jsonable(args if isinstance(args, dict) else {"input": args}),
+                               response=response, response_hash=content_hash(response))
+        elif mc.kind == "tool":
             mc.tool = _tool(span, attrs, mc.input, mc.output)
         return mc
 

@@ -61,7 +61,7 @@ def test_graph_nodes_are_calls_named_by_langgraph_node_with_their_llm_call(graph
         for call in trace.calls[1:]:
             folded = [a for a in call.tags.get("otel.absorbed", []) if a["span_id"] in llm_spans]
             if call.node == "retrieve":
-                assert call.kind == "transform" and call.model is None and not folded
+                assert call.kind == "retrieval" and call.model is None and not folded  # named as a retriever
                 continue
             [llm] = folded  # the node's one ChatOpenAI span is its llm call
             attrs = llm_spans[llm["span_id"]]["attributes"]
@@ -114,8 +114,18 @@ def test_parents_follow_the_steps_and_cycles_are_numbered_loops(graph_traces: li
     for trace in graph_traces:
         calls = trace.calls[1:]
         assert calls[0].parents == ["c0"]
-        for before, call in zip(calls, calls[1:], strict=False):
-            assert call.parents == [before.call_id]  # one node per step: the previous step's
+        for i, (before, call) in enumerate(zip(calls, calls[1:], strict=False)):
+            earlier = calls[: i + 1]
+            assert before.call_id in call.parents  # one node per step: the previous step's triggered it
+            assert set(call.parents) <= {"c0", *(c.call_id for c in earlier)}
+            assert calls[0].call_id in call.parents  # the router wrote the route every later node reads
+            # docs accumulates (operator.add): every retrieve so far wrote the value read
+            assert {c.call_id for c in earlier if c.node == "retrieve"} <= set(call.parents)
+            # the question comes from the input until a rewrite writes it
+            rewrites = [c.call_id for c in earlier if c.node == "rewrite"]
+            assert ("c0" in call.parents) == (not rewrites)
+            if rewrites:
+                assert rewrites[-1] in call.parents and not set(rewrites[:-1]) & set(call.parents)
         retrieves = [c for c in calls if c.node == "retrieve"]
         if len(retrieves) < 2:
             assert all(c.loop is None for c in calls) and "loops" not in trace.tags

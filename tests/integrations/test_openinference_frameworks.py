@@ -9,9 +9,10 @@ of the recorded corpus's, and no node is an origin in the import that is not one
 recording.
 
 DSPy: the bundled example ``experiments/dspy_multihop`` (its first 6 questions x 3).
-LangGraph: the bundled example was not in the tree when this test was written; the
-agent of ``tests/oi_frameworks.py`` (router, retrieve-grade-rewrite cycle, composer)
-stands in for it, instrumented with ``quiver.integrations.langgraph.instrument``.
+LangGraph: the bundled example ``experiments/langgraph_agent`` (6 of its questions x 3, every
+path: the rewrite cycle once and twice, the ``ToolNode`` after ``tools_condition`` and without
+it, small talk), instrumented by its own ``instrument(...)`` line; its imported calls must also
+have the recorded kinds, parents (from the channels each node read) and tool steps.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from oi_frameworks import QUESTIONS, langgraph_app, traced
+from oi_frameworks import traced
 
 import quiver
 from quiver import Trace
@@ -33,6 +34,10 @@ from quiver.replay import InputItem, Simulator, record_corpus
 
 ROOT = Path(__file__).parents[2]
 DSPY_EXAMPLE = ROOT / "experiments" / "dspy_multihop"
+GRAPH_EXAMPLE = ROOT / "experiments" / "langgraph_agent"
+GRAPH_INPUTS = ("reset-password", "lost-2fa", "restore-project", "vague-slow", "export-broken", "greeting")
+"""Inputs of the LangGraph example that take every path: the rewrite cycle once and twice, the
+tool call after it and without it, the composer's answer at once, small talk straight to it."""
 
 
 def _embed(texts: list[str]) -> Any:
@@ -100,16 +105,18 @@ def dspy_corpora(simulator: Simulator, tmp_path_factory: pytest.TempPathFactory)
 def graph_corpora(simulator: Simulator, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Trace], list[Trace]]:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    from quiver.integrations.langgraph import instrument
-
-    app = instrument(langgraph_app(simulator.url, None))
-
-    def run(question: str) -> Any:
-        return app.invoke({"question": question})
-
-    questions = [*QUESTIONS, "what does the grader want?", "hello there"]
-    inputs = [InputItem(f"q{i}", {"question": q}) for i, q in enumerate(questions)]
-    return _both(run, inputs, LangChainInstrumentor(), tmp_path_factory.mktemp("graph"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("OPENAI_BASE_URL", simulator.url)
+    patch.setenv("OPENAI_API_KEY", "sk-test")
+    try:
+        importlib.import_module("quiver.experiments.langgraph_agent.sim_models")
+        pipeline = importlib.import_module("quiver.experiments.langgraph_agent.pipeline")
+        rows = [json.loads(line) for line in (GRAPH_EXAMPLE / "inputs.jsonl").read_text(encoding="utf-8").splitlines()]
+        inputs = [InputItem(row["input_id"], {"question": row["question"]}) for row in rows
+                  if row["input_id"] in GRAPH_INPUTS]
+        return _both(pipeline.run, inputs, LangChainInstrumentor(), tmp_path_factory.mktemp("graph"))
+    finally:
+        patch.undo()
 
 
 @pytest.mark.parametrize("which", ["dspy_corpora", "graph_corpora"])
@@ -125,6 +132,35 @@ def test_imported_spans_name_the_recorded_nodes_with_decisions_and_loops(which: 
     for trace in imported:
         assert all(c.response is not None for c in trace.calls if c.kind == "llm")
         assert "lc_run--" not in json.dumps([c.output for c in trace.calls])
+
+
+def _shape(trace: Trace) -> tuple[Any, ...]:
+    """What the trace's calls did, without their values: node, kind, decision, parents, tool step, documents;
+    loop and iteration when the trace went round a cycle (spans show a cycle only where it repeats)."""
+    round_ = any(c.iteration for c in trace.calls)
+    return tuple((c.node, c.kind, json.dumps(c.decision, sort_keys=True), c.loop if round_ else None,
+                  c.iteration if round_ else None, tuple(c.parents),
+                  c.tool.model_dump_json() if c.tool else None,
+                  tuple(d.doc_id for d in c.retrieval) if c.retrieval is not None else None) for c in trace.calls)
+
+
+def test_imported_langgraph_calls_have_the_recorded_kinds_parents_and_tool_steps(
+        graph_corpora: tuple[list[Trace], list[Trace]]) -> None:
+    """Per question, the imported traces take the recorded paths: the retrieval node, the ToolNode's
+    tool step, parents from the channels each node read (a reducer's every write), the loop's iterations."""
+    recorded, imported = graph_corpora
+
+    def shapes(traces: list[Trace]) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for trace in traces:
+            out.setdefault(str(next(iter(trace.inputs.values()))), []).append(_shape(trace))
+        return {q: sorted(v, key=repr) for q, v in out.items()}
+
+    ours, theirs = shapes(recorded), shapes(imported)
+    assert theirs == ours
+    kinds = {c.kind for t in imported for c in t.calls}
+    assert {"retrieval", "tool", "llm"} <= kinds
+    assert any(len(c.parents) > 1 for t in imported for c in t.calls if c.node == "follow_up")
 
 
 @pytest.mark.parametrize("which", ["dspy_corpora", "graph_corpora"])
