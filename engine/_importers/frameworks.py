@@ -122,6 +122,9 @@ def load_program_state(source: Any) -> dict[str, Any]:
         except ValueError as exc:
             raise QuiverError(f"{path}: not JSON ({exc}); give the JSON file a DSPy program's save(PATH) "
                               "wrote") from None
+    if not isinstance(state, Mapping):
+        raise QuiverError(f"{where}: a JSON {type(state).__name__}, not an object of predictors; give the JSON "
+                          "file a DSPy program's save(PATH) wrote")
     predictors = {k: v for k, v in state.items() if isinstance(v, Mapping) and isinstance(v.get("signature"), Mapping)}
     if not predictors:
         raise QuiverError(f"{where}: no predictor in it (entries with a 'signature'); give the state a DSPy "

@@ -53,6 +53,12 @@ def add_parser(sub: Any) -> None:
         help="how a node is named: name (the default: the span name), kind+name, or attribute.KEY",
     )
     imp.add_argument("--summary", type=Path, metavar="FILE", help="also write the import summary as JSON here")
+    imp.add_argument(
+        "--dspy-program", type=Path, metavar="FILE",
+        help="openinference spans of a DSPy program: the JSON its program.save(FILE) wrote, so that each "
+             "predictor's call is named by its attribute path (router, hops.gen_query) as "
+             "quiver.integrations.dspy names it; without it, by its signature",
+    )
 
     imp.set_defaults(handler=run_import)
 
@@ -88,9 +94,13 @@ def _writing(path: Path) -> Iterator[None]:
 
 def run_import(args: argparse.Namespace) -> int:
     """Run ``quiver import``; return the exit code."""
-    from quiver import import_traces
+    from quiver import QuiverError, import_traces
 
-    result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name)
+    if args.dspy_program is not None and args.format != "openinference":
+        raise QuiverError(f"--dspy-program names DSPy predictors in openinference spans, not in {args.format} "
+                          "spans; drop it or import with the openinference format")
+    result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name,
+                           dspy_program=args.dspy_program)
     with _writing(args.out):
         written = result.write(args.out)
     summary = result.summary()

@@ -24,7 +24,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_documents_every_option() -> None:
     proc = run("import", "--help")
     assert proc.returncode == 0
-    for text in ("openinference", "otel-genai", "langfuse", "--out", "--group-by", "--node-name", "--summary"):
+    for text in ("openinference", "otel-genai", "langfuse", "--out", "--group-by", "--node-name", "--summary",
+                 "--dspy-program"):
         assert text in proc.stdout
     proc = run("export", "--help")
     assert proc.returncode == 0 and "--otlp" in proc.stdout and "--out" in proc.stdout
@@ -88,3 +89,62 @@ def test_export_then_import_gives_the_corpus_back(tmp_path: Path) -> None:
     assert after.model_dump(exclude={"tags"}) == before.model_dump(exclude={"tags"})
     kept = {k: v for k, v in after.tags.items() if k != "import"}
     assert kept == {k: v for k, v in before.tags.items() if k != "import"}
+
+
+FRAMEWORKS = DATA / "openinference_frameworks"
+
+
+def _nodes(path: Path) -> list[list[str]]:
+    return [[c.node for c in t.calls] for t in quiver.load_traces(path).traces]
+
+
+def test_dspy_program_names_predictors_by_attribute_path_as_the_python_api(tmp_path: Path) -> None:
+    spans, state = FRAMEWORKS / "dspy.jsonl", FRAMEWORKS / "dspy_program.json"
+    named, plain = tmp_path / "named.jsonl", tmp_path / "plain.jsonl"
+    proc = run("import", "openinference", str(spans), "--out", str(named), "--dspy-program", str(state))
+    assert proc.returncode == 0, proc.stderr
+    assert run("import", "openinference", str(spans), "--out", str(plain)).returncode == 0
+    api = quiver.import_traces("openinference", spans, dspy_program=state)
+    assert _nodes(named) == [[c.node for c in t.calls] for t in api.traces]
+    assert {n for t in _nodes(named) for n in t} == {"input", "router", "hops.gen_query", "answer"}
+    assert {n for t in _nodes(plain) for n in t} == {"input", "Route", "query", "answer"}  # by signature
+    assert [len(t) for t in _nodes(named)] == [len(t) for t in _nodes(plain)]
+
+
+def test_a_dspy_program_that_has_none_of_the_spans_predictors_is_a_problem_each(tmp_path: Path) -> None:
+    state = json.loads((FRAMEWORKS / "dspy_program.json").read_text())
+    for entry in state.values():
+        if isinstance(entry, dict) and "signature" in entry:
+            entry["signature"]["instructions"] = "Another program's instructions."
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(state), encoding="utf-8")
+    out = tmp_path / "t.jsonl"
+    proc = run("import", "openinference", str(FRAMEWORKS / "dspy.jsonl"), "--out", str(out), "--dspy-program", str(other))
+    assert proc.returncode == 1
+    assert "no predictor of the DSPy program has this span's signature" in proc.stderr
+    assert {n for t in _nodes(out) for n in t} == {"input", "Route", "query", "answer"}  # named by signature
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "cannot be read"),
+    ("{\"router\": ", "not JSON"),
+    ("[1, 2]", "a JSON list, not an object of predictors"),
+    ("{\"metadata\": {}}", "no predictor in it"),
+])
+def test_a_dspy_program_file_that_is_not_a_saved_program_exits_2_with_one_line(content: str | None, expected: str,
+                                                                              tmp_path: Path) -> None:
+    state = tmp_path / "program.json"
+    if content is not None:
+        state.write_text(content, encoding="utf-8")
+    proc = run("import", "openinference", str(FRAMEWORKS / "dspy.jsonl"), "--out", str(tmp_path / "t.jsonl"),
+               "--dspy-program", str(state))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"quiver import: error: {state}: ")
+    assert expected in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_dspy_program_with_another_format_exits_2(tmp_path: Path) -> None:
+    proc = run("import", "langfuse", str(next((DATA / "langfuse").glob("*.json"))), "--out", str(tmp_path / "t.jsonl"),
+               "--dspy-program", str(FRAMEWORKS / "dspy_program.json"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--dspy-program names DSPy predictors in openinference spans, not in langfuse spans" in proc.stderr
