@@ -119,7 +119,8 @@ def test_a_dspy_program_that_has_none_of_the_spans_predictors_is_a_problem_each(
     other = tmp_path / "other.json"
     other.write_text(json.dumps(state), encoding="utf-8")
     out = tmp_path / "t.jsonl"
-    proc = run("import", "openinference", str(FRAMEWORKS / "dspy.jsonl"), "--out", str(out), "--dspy-program", str(other))
+    proc = run("import", "openinference", str(FRAMEWORKS / "dspy.jsonl"), "--out", str(out),
+               "--dspy-program", str(other))
     assert proc.returncode == 1
     assert "no predictor of the DSPy program has this span's signature" in proc.stderr
     assert {n for t in _nodes(out) for n in t} == {"input", "Route", "query", "answer"}  # named by signature
