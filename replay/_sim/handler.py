@@ -55,6 +55,9 @@ _DRAIN_BYTES = 1 << 20
 """The most unread input discarded before a refused connection is closed (so that the
 close sends FIN, not a reset that could destroy the answer before the client reads it)."""
 
+_LINGER_S = 1.0
+"""How long a closing connection waits for the client to close its side."""
+
 _STATUS_FOR = {501: 405, 505: 400}
 """Status codes :mod:`http.server` uses for bad requests that would look like server
 faults: an unknown method is 405, an unsupported HTTP version 400."""
@@ -344,10 +347,9 @@ class _Server(ThreadingHTTPServer):
         request.setblocking(False)
         try:
             request.send(f"HTTP/1.1 503 Service Unavailable\r\n{head}\r\n".encode() + body)
-            _discard_input(request)
         except OSError:
             pass  # the client is gone already
-        self.shutdown_request(request)
+        _close(request, linger_s=0.0)  # the accepting thread does not wait for a client
 
     def _serve_connection(self, request: Any, client_address: Any) -> None:
         try:
@@ -359,13 +361,7 @@ class _Server(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         """Close a connection after discarding what the client sent and nobody read, so
         that the close is a FIN and the answer reaches the client."""
-        try:
-            request.shutdown(socket.SHUT_WR)
-            request.setblocking(False)
-            _discard_input(request)
-        except OSError:
-            pass
-        request.close()
+        _close(request, linger_s=_LINGER_S)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """One line on stderr, with no content, instead of ``socketserver``'s traceback."""
@@ -388,13 +384,32 @@ class _Server(ThreadingHTTPServer):
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _discard_input(sock: socket.socket) -> None:
-    """Read and drop what has already arrived on a non-blocking socket (bounded)."""
-    dropped = 0
+def _close(sock: Any, linger_s: float) -> None:
+    """Close a connection: our side first (FIN), then drop what the client still sends
+    until it closes its side or ``linger_s`` passes (a lingering close: bytes that arrive
+    after a plain close make the kernel answer with a reset, which can destroy the answer
+    before the client reads it), then the socket."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        _discard_input(sock, linger_s)
+    except OSError:
+        pass
+    sock.close()
+
+
+def _discard_input(sock: socket.socket, linger_s: float) -> None:
+    """Read and drop what arrives (bounded in bytes, and in time by ``linger_s``; with
+    0, only what has arrived already) until the client closes its side."""
+    dropped, deadline = 0, time.monotonic() + linger_s
     while dropped < _DRAIN_BYTES:
+        left = deadline - time.monotonic()
+        if left > 0:
+            sock.settimeout(left)
+        else:
+            sock.setblocking(False)
         try:
             chunk = sock.recv(1 << 16)
-        except (BlockingIOError, InterruptedError):
+        except (TimeoutError, BlockingIOError, InterruptedError):
             return
         if not chunk:
             return
