@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -79,10 +83,68 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
         registry.forget_entry_points()
 
 
+# --------------------------------------------------------------------------- two workers
+
+SHARED_GROUPS: dict[str, set[str]] = {
+    "ray": {"test_campaign.py", "test_secrets.py"},
+    "resume": {"test_campaign_resume.py", "test_interrupt.py", "test_record_resume.py"},
+}
+"""Files that run on one worker together: those that start Ray (one instance, and a test
+that kills Ray workers by name must not hit another file's), and those that share the
+resume tests' session fixtures."""
+
+README_FIXTURES = {"support_bot_run", "strict_gate"}
+"""Session fixtures that run the README campaign and gate: every file that uses one runs
+on one worker, so they run once."""
+
+
+def _group(item: Any, readme_files: set[str]) -> str:
+    name = item.path.name
+    if str(item.path) in readme_files:
+        return "readme"
+    for group, files in SHARED_GROUPS.items():
+        if name in files:
+            return group
+    return str(item.path)  # a file's tests stay together: its module fixtures run once
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Give every test its worker group (``--dist loadgroup``): its file, or a group of
+    files that share an expensive session fixture."""
+    readme_files = {str(item.path) for item in items if README_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item, readme_files)))
+
+
+def _fuzz_folder() -> Path:
+    return Path(os.environ["QUIVER_FUZZ_COUNTS"])
+
+
+def pytest_configure(config: Any) -> None:
+    """The folder where each worker leaves its fuzz counts (the workers inherit it)."""
+    if not hasattr(config, "workerinput") and "QUIVER_FUZZ_COUNTS" not in os.environ:
+        os.environ["QUIVER_FUZZ_COUNTS"] = tempfile.mkdtemp(prefix="quiver-fuzz-counts-")
+
+
+def pytest_runtest_teardown(item: Any) -> None:
+    """A worker leaves the cases its fuzz suites tried so far (after each test, so the
+    counts are there before the worker reports its last test)."""
+    worker = getattr(item.config, "workerinput", {}).get("workerid")
+    cases = getattr(sys.modules.get("fuzzing"), "CASES", None)
+    if worker and cases:
+        (_fuzz_folder() / f"{worker}.json").write_text(json.dumps(dict(cases)), encoding="utf-8")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print how many cases each fuzz suite tried (tests/fuzzing.py)."""
-    fuzzing = sys.modules.get("fuzzing")
-    cases = getattr(fuzzing, "CASES", None)
+    """Print how many cases each fuzz suite tried (tests/fuzzing.py), over every worker."""
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # the controller prints the sum
+    cases: Counter[str] = Counter(getattr(sys.modules.get("fuzzing"), "CASES", None) or {})
+    folder = Path(os.environ.get("QUIVER_FUZZ_COUNTS", ""))
+    if os.environ.get("QUIVER_FUZZ_COUNTS") and folder.is_dir():
+        for path in sorted(folder.glob("*.json")):
+            cases.update(json.loads(path.read_text(encoding="utf-8")))
+            path.unlink()
     if cases:
         total = sum(cases.values())
         terminalreporter.write_sep("-", f"fuzz: {total} cases tried")

@@ -132,7 +132,7 @@ class Campaign:
         return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with the interrupt tests
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """Six support-bot messages recorded twice each (the baseline every spec replays)."""
     root = tmp_path_factory.mktemp("campaign")
@@ -152,7 +152,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     return Campaign(root)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with the interrupt tests
 def reference(campaign: Campaign) -> Path:
     """The campaign run once, uninterrupted: what every resume must give."""
     spec = campaign.spec(campaign.root / "reference")

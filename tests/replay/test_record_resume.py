@@ -47,7 +47,7 @@ def quiver_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "quiver.experiments._cli"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with the interrupt tests
 def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quickstart spec cut down to three tickets, two repeats each."""
     folder = tmp_path_factory.mktemp("spec")
@@ -72,7 +72,7 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with the interrupt tests
 def uninterrupted(spec: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``quiver record`` run to the end, in a subprocess: the corpus every resume must give."""
     out = tmp_path_factory.mktemp("uninterrupted") / "out"
