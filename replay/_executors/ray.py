@@ -134,7 +134,9 @@ class RayExecutor(Executor):
             if self.address:
                 ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
             else:
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
+                # "local": a new instance, even where another process left a cluster's
+                # address behind (plain ray.init() would join that one)
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
         return ray
 
     def start(self) -> None:

@@ -210,7 +210,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(baseline: Path, referen
 def ray_instance() -> Any:
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
 
 
