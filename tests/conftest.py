@@ -105,9 +105,10 @@ def _group(item: Any, readme_files: set[str]) -> str:
     for group, files in SHARED_GROUPS.items():
         if name in files:
             return group
-    return str(item.path)  # a file's tests stay together: its module fixtures run once
+    return item.nodeid.split("::")[0]  # a file's tests stay together: its module fixtures run once
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Give every test its worker group (``--dist loadgroup``): its file, or a group of
     files that share an expensive session fixture."""
