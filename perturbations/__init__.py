@@ -19,7 +19,9 @@ value; the others are effective iff the target's distance ``d_i > eps`` (QUIVER.
 Third-party operators register through the entry-point group ``quiver.operators`` (see
 :mod:`quiver.perturbations._registry`). An operator says which output fields it changes
 (:meth:`Operator.fields_touched`), so a campaign checks them against the graph before
-anything runs, for a plugged-in operator as for a built-in one.
+anything runs, for a plugged-in operator as for a built-in one. A continuous operator
+declares the parameters that set its magnitude and their ranges
+(:attr:`Operator.magnitudes`, :func:`magnitude_of`), so a campaign can search their levels.
 
 Layout: ``_registry`` (the base class, the registry, parameter expansion), ``_fields``
 (dotted field paths), ``_logprobs`` (alternatives from recorded logprobs),
@@ -42,6 +44,7 @@ from quiver.perturbations._registry import (
     ANY_VALUE,
     ExecutionChange,
     FieldTouch,
+    Magnitude,
     Operator,
     OperatorContext,
     OperatorError,
@@ -49,6 +52,7 @@ from quiver.perturbations._registry import (
     expand_ladder,
     expand_variants,
     get_operator,
+    magnitude_of,
     make_operator,
     operator,
     registered_operators,
@@ -63,6 +67,8 @@ __all__ = [
     "Operator",
     "FieldTouch",
     "ANY_VALUE",
+    "Magnitude",
+    "magnitude_of",
     "operator",
     "get_operator",
     "registered_operators",

@@ -31,6 +31,23 @@ applied as :meth:`Operator.describe` (``{"op": name, "params": {...}}``)::
         def apply(self, output, ctx):
             return output.upper()
 
+**Magnitudes.** A continuous operator declares the parameters that set how strongly it
+perturbs, so a campaign can search their levels adaptively (a ladder
+``{adaptive: {param: fraction, range: [0, 1], ...}}``): :attr:`Operator.magnitudes` lists
+one :class:`Magnitude` per such parameter with the range it may take, and
+:meth:`Operator.magnitude` (or :func:`magnitude_of`) returns one of them with its range
+made concrete for the other parameters (``prompt_swap``'s ``level`` runs up to the last
+of the ``variants`` given). Binary operators declare none. A plugged-in operator declares
+its own the same way; override :meth:`Operator.magnitude` when a range depends on the
+other parameters::
+
+    @operator("blur")
+    class Blur(Operator):
+        mode = "output"
+        binary = False
+        Params = BlurParams
+        magnitudes = (Magnitude("radius", 0, 10, doc="a larger radius blurs more"),)
+
 **Third-party operators** come in through the entry-point group ``quiver.operators``:
 each entry point names an :class:`Operator` subclass (registered under the entry point's
 name) or a module whose import registers its operators with :func:`operator`. They are
@@ -63,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANY_VALUE",
     "FieldTouch",
+    "Magnitude",
     "OperatorError",
     "ExecutionChange",
     "OperatorContext",
@@ -75,6 +93,7 @@ __all__ = [
     "make_operator",
     "expand_ladder",
     "expand_variants",
+    "magnitude_of",
 ]
 
 ENTRY_POINT_GROUP = "quiver.operators"
@@ -107,6 +126,64 @@ class FieldTouch:
 
     field: str
     value: Any = ANY_VALUE
+
+
+def _bound_text(value: float | None, integer: bool) -> str:
+    if value is None:
+        return "inf"
+    return str(int(value)) if integer and float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Magnitude:
+    """A parameter that sets how strongly an operator perturbs, and the range it may take.
+
+    Attributes:
+        param: The parameter's name (a field of the operator's ``Params``).
+        lo: The smallest value allowed (``None``: unbounded below).
+        hi: The largest value allowed (``None``: unbounded above).
+        integer: Levels are whole numbers (an index, a count).
+        doc: One line: what a larger value does.
+        lo_open: ``lo`` itself is not allowed, only values above it (``fraction`` in
+            ``(0, 1]``).
+        hi_open: ``hi`` itself is not allowed, only values below it.
+    """
+
+    param: str
+    lo: float | None
+    hi: float | None
+    integer: bool = False
+    doc: str = ""
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.param, str) or not self.param.strip():
+            raise OperatorError(f"a Magnitude needs a parameter name; got param={self.param!r}")
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise OperatorError(f"magnitude '{self.param}': lo={self.lo!r} is above hi={self.hi!r}")
+
+    def range_text(self) -> str:
+        """The range in interval notation, ``(0, 1]``, ``[1, inf) integer``."""
+        left = "(" if self.lo is None or self.lo_open else "["
+        right = ")" if self.hi is None or self.hi_open else "]"
+        lo = "-inf" if self.lo is None else _bound_text(self.lo, self.integer)
+        text = f"{left}{lo}, {_bound_text(self.hi, self.integer)}{right}"
+        return f"{text} integer" if self.integer else text
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` is a level this parameter may take (a whole number when
+        ``integer``; ``bool`` is not a number)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return False
+        if self.integer and not float(value).is_integer():
+            return False
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            return False
+        return not (self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)))
+
+    def __str__(self) -> str:
+        return f"{self.param} {self.range_text()}"
 
 
 @dataclass(frozen=True)
@@ -172,6 +249,8 @@ class Operator(ABC):
         binary: ``True`` when the stratum is decided by value (no-op when the baseline
             already had it), ``False`` when by magnitude (``d_i > eps``).
         Params: The pydantic model of the parameters.
+        magnitudes: The parameters that set how strongly it perturbs, with their ranges
+            (see :meth:`magnitude`); none for a binary operator.
         params: This instance's validated parameters.
     """
 
@@ -179,6 +258,7 @@ class Operator(ABC):
     mode: ClassVar[Literal["output", "execution"]]
     binary: ClassVar[bool]
     Params: ClassVar[type[BaseModel]]
+    magnitudes: ClassVar[tuple[Magnitude, ...]] = ()
 
     def __init__(self, params: BaseModel) -> None:
         if not isinstance(params, self.Params):
@@ -231,6 +311,33 @@ class Operator(ABC):
         :func:`expand_variants`); by default, the parameters as they are."""
         return [dict(params)]
 
+    @classmethod
+    def magnitude(cls, param: str, params: Mapping[str, Any]) -> Magnitude:
+        """The declaration of the magnitude ``param``, its range made concrete for the
+        other parameters ``params`` (which do not hold ``param`` itself).
+
+        The default returns the static declaration from :attr:`magnitudes`; an operator
+        whose range depends on its other parameters overrides this and narrows it.
+
+        Raises:
+            OperatorError: ``param`` is not a magnitude of this operator (the message
+                lists those it has, or says it has none), or the other parameters leave
+                it without a range.
+        """
+        for declared in cls.magnitudes:
+            if declared.param == param:
+                return declared
+        raise OperatorError(cls._no_magnitude(param))
+
+    @classmethod
+    def _no_magnitude(cls, param: str) -> str:
+        if not cls.magnitudes:
+            kind = "binary: it forces a value" if cls.binary else "it declares no magnitude parameter"
+            return (f"operator '{cls.name}' has no magnitude to ladder adaptively ({kind}); "
+                    f"give '{param}' as listed steps")
+        valid = ", ".join(str(m) for m in cls.magnitudes)
+        return f"operator '{cls.name}' cannot ladder '{param}' adaptively; its magnitudes: {valid}"
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.params!r})"
 
@@ -256,8 +363,17 @@ def _check_operator_class(name: str, cls: Any) -> None:
     params = getattr(cls, "Params", None)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         problems.append("Params = a pydantic model of its parameters")
+    elif not _magnitudes_declared(cls, params):
+        problems.append("magnitudes = a tuple of Magnitude, each naming one of its Params fields")
     if problems:
         raise OperatorError(f"operator class {cls.__qualname__} ('{name}') must set {'; '.join(problems)}")
+
+
+def _magnitudes_declared(cls: type[Operator], params: type[BaseModel]) -> bool:
+    magnitudes = getattr(cls, "magnitudes", ())
+    return isinstance(magnitudes, tuple) and all(
+        isinstance(m, Magnitude) and m.param in params.model_fields for m in magnitudes
+    )
 
 
 def _register(name: str, cls: type[Operator], *, rename: bool = False) -> None:
@@ -380,3 +496,18 @@ def expand_variants(name: str, params: Mapping[str, Any] | None) -> list[dict[st
         OperatorError: The operator is unknown.
     """
     return get_operator(name).variants(dict(params or {}))
+
+
+def magnitude_of(op_name: str, param: str, params: Mapping[str, Any] | None = None) -> Magnitude:
+    """The magnitude ``param`` of the operator ``op_name``, its range made concrete for the
+    operator's other parameters ``params`` (see :meth:`Operator.magnitude`).
+
+    Raises:
+        OperatorError: The operator is unknown, ``param`` is not one of its magnitudes
+            (the message lists those it has), or ``params`` leave it without a range.
+    """
+    if params is not None and not isinstance(params, Mapping):
+        raise OperatorError(
+            f"operator '{op_name}' params must be a mapping of parameter names to values; got {type(params).__name__}"
+        )
+    return get_operator(op_name).magnitude(param, dict(params or {}))

@@ -10,6 +10,7 @@ whole output. The recorded output is never modified: operators work on a deep co
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import re
@@ -24,6 +25,7 @@ from quiver.perturbations._logprobs import logprob_alternatives, same_value
 from quiver.perturbations._registry import (
     ANY_VALUE,
     FieldTouch,
+    Magnitude,
     Operator,
     OperatorContext,
     OperatorError,
@@ -291,6 +293,32 @@ class ListEdit(_FieldOperator):
     binary = False
     Params = ListEditParams
     params: ListEditParams
+    magnitudes = (
+        Magnitude("fraction", 0, 1, lo_open=True, doc="a larger share of the list is removed, added or truncated"),
+        Magnitude("count", 1, None, integer=True, doc="more elements are removed, added or truncated"),
+    )
+
+    @classmethod
+    def magnitude(cls, param: str, params: Mapping[str, Any]) -> Magnitude:
+        """``fraction`` (0, 1] or ``count`` [1, inf), the other one not given; ``count``
+        of ``add`` runs up to the size of the pool. ``reorder`` has no magnitude."""
+        declared = super().magnitude(param, params)
+        action = params.get("action")
+        if action == "reorder":
+            raise OperatorError(
+                f"operator '{cls.name}' action 'reorder' has no magnitude (it permutes the whole list); "
+                f"ladder '{param}' with action remove, add or truncate"
+            )
+        other = "count" if param == "fraction" else "fraction"
+        if params.get(other) is not None:
+            raise OperatorError(
+                f"operator '{cls.name}' params.{other} is given ({params[other]!r}) while '{param}' is laddered; "
+                "give exactly one of count and fraction"
+            )
+        pool = params.get("pool")
+        if param == "count" and action == "add" and isinstance(pool, list) and pool:
+            return dataclasses.replace(declared, hi=len(pool))
+        return declared
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the list edited; the field must be a list."""
