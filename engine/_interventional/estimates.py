@@ -63,6 +63,30 @@ Choices QUIVER.md leaves open, made here:
   ``sigma_n`` (else ``n``); a profile edge with a sigma but no integer n is refused (an
   estimate is not reported without its n). ``agree`` compares the two intervals as
   ``campaign.json`` writes them and is None when either is missing.
+* **Validation against the operating envelope.** A gap between the two sigmas is read
+  as confounding only where the intervention moved d_i as far as natural runs do; beyond
+  that it is a dormant risk outside the natural operating envelope (the paper, §3 and
+  B.1). The *envelope* of an edge i -> j is ``[eps, max d_i]`` over the observational
+  same-input pairs sigma_obs is computed from (``d_i > eps``, ``d_j`` defined: the
+  profile's own pair table), written with their count ``n_envelope``. The *maximum*,
+  not a quantile: a d_i that some natural pair reached lies inside the envelope by
+  definition, and "beyond" then claims only what natural runs never showed; a quantile
+  would call the top of the observed range "beyond" and move with n_obs. The price is
+  that one outlying natural pair widens the envelope; the matched comparison then
+  includes interventional pairs in a sparse top of the range, where an edge with a
+  threshold can still disagree "inside" (``share_beyond`` and ``n_envelope`` show how
+  much rests there). *Matched* pairs are sigma_int's pairs with ``d_i <= max``; their
+  mean ratio ``sigma_matched`` has the interval of the same group bootstrap as sigma_int
+  (resamples without a matched pair are left out of the percentiles). ``share_beyond``
+  is the rate of ``d_i > max`` over sigma_int's pairs, on the same resamples. The
+  *verdict*: with at least ``MIN_MATCHED_PAIRS`` (5) matched pairs over at least
+  ``MIN_MATCHED_GROUPS`` (2) input groups (one group gives an interval of one point,
+  the bootstrap resamples groups), "agree" or "disagree inside the envelope" as the
+  matched interval overlaps sigma_obs's or not (None when sigma_obs has no interval);
+  with fewer, "beyond the operating envelope" when some pair lies beyond it, else "too
+  few interventional pairs". No envelope (the table lacks the source or target, or has
+  no pair above eps: the profile was not built from it) leaves the envelope fields and
+  the verdict None. The unmatched ``sigma_int`` and ``agree`` are kept as they were.
 """
 
 from __future__ import annotations
@@ -81,6 +105,7 @@ from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootst
 
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
+from .dose import adaptive_estimates
 from .results import (
     RATES,
     STRATA,
@@ -109,6 +134,9 @@ __all__ = [
     "MIN_BIN_PAIRS",
     "QUANTILE_BINS",
     "UPPER_BOUND_PAIRS",
+    "MIN_MATCHED_PAIRS",
+    "MIN_MATCHED_GROUPS",
+    "VERDICTS",
 ]
 
 
@@ -347,6 +375,18 @@ def _negative_control(pid: str, cols: Columns, nodes: Sequence[str], table: Pair
 
 # --------------------------------------------------------------------------- validation
 
+MIN_MATCHED_PAIRS = 5
+"""Matched pairs a verdict inside the envelope needs (module docstring, "Validation against the
+operating envelope")."""
+MIN_MATCHED_GROUPS = 2
+"""Input groups those pairs must come from: one group's bootstrap interval is a point."""
+AGREE = "agree"
+DISAGREE_INSIDE = "disagree inside the envelope"
+BEYOND = "beyond the operating envelope"
+TOO_FEW = "too few interventional pairs"
+VERDICTS = (AGREE, DISAGREE_INSIDE, BEYOND, TOO_FEW)
+"""The verdicts of a validation row (None: it cannot be decided)."""
+
 
 def _profile_edges(profile: Mapping[str, Any] | Profile | None) -> dict[tuple[str, str], Mapping[str, Any]]:
     data = profile.data if isinstance(profile, Profile) else profile
@@ -372,10 +412,49 @@ def _profile_sigma(prof: Mapping[str, Any], edge: str) -> Estimate:
     return Estimate(prof.get("sigma"), None if ci is None else (ci[0], ci[1]), n)
 
 
+def _envelope(table: PairTable, a: str, b: str, epsilon: float) -> tuple[tuple[float, float], int] | None:
+    """The natural operating envelope of d_a: (eps, max d_a) over the observational pairs
+    sigma_obs rests on (d_a > eps, d_b defined), with their count; None without any."""
+    if a not in table.nodes or b not in table.nodes:
+        return None
+    d_a, d_b = table.col(a), table.col(b)
+    above = np.isfinite(d_a) & np.isfinite(d_b) & (np.nan_to_num(d_a, nan=0.0) > epsilon)
+    if not above.any():
+        return None
+    return (epsilon, float(d_a[above].max())), int(above.sum())
+
+
+def _verdict(matched: Estimate, groups: int, beyond: int, agree: bool | None) -> str | None:
+    """The verdict of a row with an envelope (see the module docstring, "Validation")."""
+    if matched.n < MIN_MATCHED_PAIRS or groups < MIN_MATCHED_GROUPS:
+        return BEYOND if beyond else TOO_FEW
+    if agree is None:
+        return None
+    return AGREE if agree else DISAGREE_INSIDE
+
+
+def _matched(row: ValidationRow, cols: Columns, mask: np.ndarray, ratio: np.ndarray, boot: GroupBootstrap,
+             table: PairTable, epsilon: float) -> ValidationRow:
+    """``row`` with its envelope, the sigma of its matched pairs, the share beyond and the verdict."""
+    found = _envelope(table, row.source, row.target, epsilon)
+    if found is None:
+        return row
+    (lo, hi), n_envelope = found
+    d_a = np.nan_to_num(cols.d[row.source], nan=0.0)
+    inside, beyond = mask & (d_a <= hi), mask & (d_a > hi)
+    matched = boot.mean(ratio, inside)
+    groups = len(set(cols.group[inside].tolist()))
+    agree = _overlap(row.sigma_obs.ci, matched.as_dict("s")["s_ci"])
+    return replace(row, envelope=(lo, hi), n_envelope=n_envelope, sigma_matched=matched, groups_matched=groups,
+                   share_beyond=boot.rate(beyond, mask),
+                   verdict=_verdict(matched, groups, int(beyond.sum()), agree))
+
+
 def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, list[PairRow]],
-                profile: Mapping[str, Any] | Profile | None, graph: PipelineGraph, *, epsilon: float,
-                resamples: int, seed: int) -> tuple[list[ValidationRow], list[SkippedValidationRow]]:
-    """Observational against interventional sigma at targetable edges (§11, §13)."""
+                profile: Mapping[str, Any] | Profile | None, graph: PipelineGraph, table: PairTable, *,
+                epsilon: float, resamples: int, seed: int) -> tuple[list[ValidationRow], list[SkippedValidationRow]]:
+    """Observational against interventional sigma at targetable edges, unmatched and
+    matched to the natural operating envelope of the source (§11, §13)."""
     obs = _profile_edges(profile)
     sources: dict[str, list[str]] = {}
     for p in perturbations:
@@ -399,10 +478,12 @@ def _validation(perturbations: Sequence[Mapping[str, Any]], by_id: Mapping[str, 
             skipped.append(SkippedValidationRow(a, b, ids, why))
             continue
         ratio = np.divide(cols.d[b], cols.d[a], out=np.zeros_like(cols.d[b]), where=mask)
-        sigma = cols.bootstrap(resamples, seed).mean(ratio, mask)
+        boot = cols.bootstrap(resamples, seed)
+        sigma = boot.mean(ratio, mask)
         sigma_obs = _profile_sigma(prof, f"{a} -> {b}")
-        rows.append(ValidationRow(a, b, ids, sigma_obs, sigma,
-                                  agree=_overlap(prof.get("sigma_ci"), sigma.as_dict("s")["s_ci"])))
+        row = ValidationRow(a, b, ids, sigma_obs, sigma,
+                            agree=_overlap(prof.get("sigma_ci"), sigma.as_dict("s")["s_ci"]))
+        rows.append(_matched(row, cols, mask, ratio, boot, table, epsilon))
     return rows, skipped
 
 
@@ -440,6 +521,7 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: Pipeline
                                            alpha=alpha, seed=seed),
         beta_shape=beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
         beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
+        adaptive=adaptive_estimates(p["adaptive"], cols, boot, table, control) if p.get("adaptive") else None,
     )
 
 
@@ -503,7 +585,7 @@ def campaign_estimates(
     obs_boot = GroupBootstrap(observational.group, len(observational.groups), resamples=resamples, seed=obs_seed)
     rates = divergence_rates(observational, obs_boot, epsilon)
     obs_rates = {"D_shape": rates.shape, "D_iter": rates.iter}
-    validation, skipped = _validation(perturbations, by_id, profile, graph, epsilon=epsilon,
+    validation, skipped = _validation(perturbations, by_id, profile, graph, observational, epsilon=epsilon,
                                       resamples=resamples, seed=seed)
     return CampaignEstimates(
         epsilon=epsilon, alpha=alpha, resamples=resamples, seed=seed, permutations=permutations, pairs=len(pairs),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         PerturbationEstimates,
         StratumEstimates,
         Threshold,
+        ValidationRow,
     )
 
 __all__ = ["interventional_report", "campaign_markdown", "fmt", "fmt_est"]
@@ -186,18 +187,35 @@ def _cascades(c: CampaignEstimates) -> list[str]:
             "the no-op one when there is no effective pair).", ""] + _table(headers, rows, "lllrrrl") + [""]
 
 
+def _envelope(v: ValidationRow) -> str:
+    """``[lo, hi] (n N)`` of the natural range of d_i, as ``campaign.json`` writes it."""
+    if v.envelope is None:
+        return DASH
+    lo, hi = (fmt(rounded(x)) for x in v.envelope)
+    return f"[{lo}, {hi}] (n {fmt_n(v.n_envelope)})"
+
+
 def _validation(c: CampaignEstimates) -> list[str]:
+    from quiver._interventional.estimates import MIN_MATCHED_GROUPS, MIN_MATCHED_PAIRS
+
     rows = [
         [f"{v.source}{ARROW}{v.target}", _est(v.sigma_obs), fmt_n(v.sigma_obs.n), _est(v.sigma_int),
-         fmt_n(v.sigma_int.n), _yes_no(v.agree)]
+         fmt_n(v.sigma_int.n), _yes_no(v.agree), _envelope(v), *_cells(v.sigma_matched), _est(v.share_beyond),
+         v.verdict or DASH]
         for v in c.validation
     ]
     lines = ["## Observational against interventional sigma", "",
              "*How to read this:* at each edge out of a perturbed node, sigma estimated from natural reruns next to "
-             "sigma under perturbation; overlapping 95% intervals (agree) are evidence that the observational "
-             "estimate is not confounded.", ""]
-    lines += (_table(["edge", "sigma obs [95% CI]", "n obs", "sigma int [95% CI]", "n int", "agree"], rows, "lrrrrl")
-              if rows else ["No targetable edge could be compared."])
+             "sigma under perturbation. *agree* compares all effective pairs; the *envelope* is the range of the "
+             "source's distance d_i that natural reruns reach ([eps, max], over the pairs sigma obs rests on), and "
+             "*sigma matched* pools the perturbed pairs whose d_i lies inside it. The *verdict* reads the gap: "
+             "matched intervals that overlap (agree) are evidence that the observational estimate is not "
+             "confounded, a gap inside the envelope is confounding, and an edge probed (almost) only beyond the "
+             f"envelope (fewer than {MIN_MATCHED_PAIRS} matched pairs over {MIN_MATCHED_GROUPS} inputs) is a "
+             "dormant risk natural runs do not show.", ""]
+    headers = ["edge", "sigma obs [95% CI]", "n obs", "sigma int [95% CI]", "n int", "agree", "envelope of d_i",
+               "sigma matched [95% CI]", "n matched", "share beyond [95% CI]", "verdict"]
+    lines += (_table(headers, rows, "lrrrrlrrrrl") if rows else ["No targetable edge could be compared."])
     if c.validation_skipped:
         lines += ["", "Skipped edges:", ""]
         lines += [f"- {s.source}{ARROW}{s.target}: {s.reason}" for s in c.validation_skipped]

@@ -447,8 +447,41 @@ def test_interventional_sigma_of_a_doubling_edge_against_the_observational_one(c
     assert v["sigma_int"] == 2.0 and v["sigma_int_ci"] == [2.0, 2.0] and v["n_int"] == 30
     assert v["sigma_obs_ci"] == ci and v["n_obs"] == 80
     assert v["agree"] is agree
+    # every pair lies inside the natural range of d_planner: the matched comparison is the same
+    assert v["envelope"][0] == 0.01 and v["envelope"][1] >= 0.3 and v["n_envelope"] > 0
+    assert (v["sigma_matched"], v["n_matched"], v["groups_matched"], v["share_beyond"]) == (2.0, 30, 10, 0.0)
+    assert v["verdict"] == ("agree" if agree else "disagree inside the envelope")
     # the feedback edge composer -> rewriter has no perturbed source: not listed at all
     assert out["validation_skipped"] == []
+
+
+def envelope_top(corpus: Any) -> float:
+    """The largest d_planner of the observational pairs with d_planner > eps and d_composer defined."""
+    table, _ = corpus
+    d, c = table.col("planner"), table.col("composer")
+    return float(d[(d > 0.01) & np.isfinite(c)].max())
+
+
+@pytest.mark.parametrize(("inside", "groups", "beyond", "verdict"), [
+    (0, 0, 20, "beyond the operating envelope"),
+    (4, 4, 20, "beyond the operating envelope"),  # fewer than 5 matched pairs
+    (6, 1, 20, "beyond the operating envelope"),  # one input group gives no interval
+    (5, 2, 20, "disagree inside the envelope"),
+    (3, 3, 0, "too few interventional pairs"),
+])
+def test_the_verdict_reads_a_gap_by_where_the_pairs_lie(corpus: Any, inside: int, groups: int, beyond: int,
+                                                         verdict: str) -> None:
+    top = envelope_top(corpus)
+    rows = [row("pl", f"g{k % groups}", "effective", top, d={"planner": top, "composer": 2 * top}, node="planner")
+            for k in range(inside)]
+    rows += [row("pl", f"g{10 + k % 10}", "effective", 1.0, d={"planner": 1.0, "composer": 2.0}, node="planner")
+             for k in range(beyond)]
+    out = estimate(corpus, [perturbation("pl", node="planner")], rows, profile=profile_row([1.0, 1.9]))
+    (v,) = out["validation"]
+    assert v["verdict"] == verdict and v["agree"] is False  # sigma_int = 2 against [1.0, 1.9] in every case
+    assert v["envelope"] == [0.01, round(top, 6)] and v["n_matched"] == inside
+    assert v["share_beyond"] == pytest.approx(beyond / (inside + beyond)) and v["share_beyond_n"] == inside + beyond
+    assert v["sigma_matched"] == (2.0 if inside else None) and v["groups_matched"] == groups
 
 
 def test_validation_reads_a_real_profile(corpus: Any, tmp_path: Any) -> None:
@@ -498,7 +531,9 @@ def test_the_report_renders_every_perturbation_and_the_validation_table(corpus: 
     for pid in ("cs-override", "pl", "rw-ladder"):
         assert f"### `{pid}`" in text
     assert "## Cascades across perturbations (Table 4)" in text
-    assert "| planner → composer | 2.050 [1.800, 2.300] | 80 | 2.000 [2.000, 2.000] | 30 | yes |" in text
+    assert ("| planner → composer | 2.050 [1.800, 2.300] | 80 | 2.000 [2.000, 2.000] | 30 | yes | "
+            f"[0.010, {envelope_top(corpus):.3f}] (n 95) | 2.000 [2.000, 2.000] | 30 | 0.000 [0.000, 0.000] | agree |"
+            ) in text
     assert "| D_shape > 0 |" in text and "mean d(composer) given D_shape > 0" in text
     assert "## Bifurcation thresholds" in text and "## Negative controls" in text
     assert text.endswith("\n") and "None" not in text

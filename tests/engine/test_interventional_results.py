@@ -221,6 +221,38 @@ def test_every_level_reads_back_its_own_json(campaign: CampaignEstimates, level:
     assert type(obj).from_json(data).to_json() == data
 
 
+OLD_ROW = {"source": "planner", "target": "composer", "perturbations": ["pl"], "sigma_obs": 1.5,
+           "sigma_obs_ci": [1.2, 1.8], "n_obs": 60, "sigma_int": 2.0, "sigma_int_ci": [1.9, 2.1], "n_int": 30,
+           "agree": False}
+
+
+def test_a_validation_row_written_before_the_envelope_reads_and_writes_back_as_it_was(
+        campaign: CampaignEstimates) -> None:
+    row = ValidationRow.from_json(OLD_ROW)
+    assert (row.envelope, row.n_envelope, row.sigma_matched, row.groups_matched, row.share_beyond,
+            row.verdict) == (None,) * 6
+    assert row.to_json() == OLD_ROW
+    old = {**campaign.to_json(), "validation": [OLD_ROW]}
+    assert CampaignEstimates.from_json(old).to_json() == old
+    text = interventional_report(old)
+    assert "| planner → composer | 1.500 [1.200, 1.800] | 60 | 2.000 [1.900, 2.100] | 30 | no | — | — | — | — | — |" \
+        in text
+
+
+def test_a_validation_row_with_its_envelope_reads_back_every_field(campaign: CampaignEstimates) -> None:
+    data = campaign.validation[0].to_json()
+    assert list(data)[10:] == ["envelope", "n_envelope", "sigma_matched", "sigma_matched_ci", "n_matched",
+                               "groups_matched", "share_beyond", "share_beyond_ci", "share_beyond_n", "verdict"]
+    back = ValidationRow.from_json(json.loads(json.dumps(data)))
+    assert back.envelope == (0.01, data["envelope"][1]) and back.n_envelope == data["n_envelope"]
+    assert back.sigma_matched == Estimate(data["sigma_matched"], tuple(data["sigma_matched_ci"]), data["n_matched"])
+    assert back.verdict == data["verdict"]
+    with pytest.raises(CampaignFormatError, match=r"validation: 'envelope' must be null or a list of two numbers"):
+        ValidationRow.from_json({**data, "envelope": [0.01]})
+    with pytest.raises(CampaignFormatError, match=r"validation: no 'n_matched'"):
+        ValidationRow.from_json({k: v for k, v in data.items() if k != "n_matched"})
+
+
 def test_a_negative_control_that_did_not_run_keeps_its_shape() -> None:
     nc = NegativeControl(passed=None, reason="no no-op pairs", alpha=None, permutations=None, statistic=None,
                          p_value=None, rejected=(), nodes={})
