@@ -105,7 +105,6 @@ from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootst
 
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
-from .dose import adaptive_estimates
 from .results import (
     RATES,
     STRATA,
@@ -521,7 +520,6 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: Pipeline
                                            alpha=alpha, seed=seed),
         beta_shape=beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
         beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
-        adaptive=adaptive_estimates(p["adaptive"], cols, boot, table, control) if p.get("adaptive") else None,
     )
 
 
