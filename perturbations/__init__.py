@@ -1,18 +1,20 @@
 """quiver.perturbations: the operators that perturb one node call of a recorded trace.
 
-Seven operators are registered on import (QUIVER.md §11):
+Nine operators are registered on import (QUIVER.md §11):
 
-========================  =========  ======  ==========================================
-name                      mode       binary  what it does
-========================  =========  ======  ==========================================
-``override``              output     yes     force fields to given values
-``bool_flip``             output     yes     negate a boolean field
-``categorical_flip``      output     yes     flip a class (given, next-most-likely, next)
-``list_edit``             output     no      remove, reorder, add or truncate elements
-``text_edit``             output     no      add or remove keywords, paraphrase
-``prompt_swap``           execution  no      re-run with a prompt template variant
-``param_change``          execution  no      re-run with other model or sampling params
-========================  =========  ======  ==========================================
+====================  =========  ======  ============================================  ==========================
+name                  mode       binary  what it does                                  magnitudes
+====================  =========  ======  ============================================  ==========================
+``override``          output     yes     force fields to given values                  none
+``identity``          output     yes     serve the recorded output (control replays)   none
+``bool_flip``         output     yes     negate a boolean field                        none
+``categorical_flip``  output     yes     flip a class (given, next-most-likely, next)  none
+``list_edit``         output     no      remove, reorder, add or truncate elements     fraction (0, 1], count [1, inf)
+``numeric_edit``      output     no      shift or scale a number                       amount (shift: any; scale: >= 0)
+``text_edit``         output     no      add or remove keywords, paraphrase            count, temperature [0, 2]
+``prompt_swap``       execution  no      re-run with a prompt template variant         level [0, variants - 1]
+``param_change``      execution  no      re-run with other model or sampling params    temperature [0, 2], top_p (0, 1]
+====================  =========  ======  ============================================  ==========================
 
 Binary operators put a pair in the no-op stratum when the baseline already had the
 value; the others are effective iff the target's distance ``d_i > eps`` (QUIVER.md §13).
@@ -34,6 +36,7 @@ from quiver.perturbations._operators import (
     BoolFlip,
     CategoricalFlip,
     ListEdit,
+    NumericEdit,
     Override,
     ParamChange,
     PromptSwap,
@@ -82,6 +85,7 @@ __all__ = [
     "BoolFlip",
     "CategoricalFlip",
     "ListEdit",
+    "NumericEdit",
     "TextEdit",
     "PromptSwap",
     "ParamChange",

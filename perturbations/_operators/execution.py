@@ -1,19 +1,22 @@
 """Execution-mode operators: the target node runs again, live, with a change.
 
-``prompt_swap`` replaces the prompt template the target call used with a variant;
-``param_change`` changes the LLM request's model or sampling parameters. Both are
-continuous: the pair is effective iff the target's own distance ``d_i > eps``.
+``prompt_swap`` replaces the prompt template the target call used with a variant (one,
+or the ``level``-th of an ordered list); ``param_change`` changes the LLM request's model
+or sampling parameters. Both are continuous: the pair is effective iff the target's own
+distance ``d_i > eps``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from quiver.perturbations._registry import (
     ExecutionChange,
+    Magnitude,
     Operator,
     OperatorContext,
     OperatorError,
@@ -36,15 +39,18 @@ class PromptSwapParams(OperatorParams):
     path with a "/" or ending in .txt, .md or .prompt, relative to the spec's folder);
     see :func:`resolve_template_ref`."""
     variants: list[str] | None = None
-    """Several replacements, one perturbation each (expanded by expand_variants; give
-    this or variant)."""
+    """Several replacements: one perturbation each (expanded by expand_variants; give
+    this or variant), or, with level, an ordered scale from the weakest to the strongest."""
+    level: int | None = Field(default=None, ge=0)
+    """Apply variants[level] (0: the first of the list); the list stays one perturbation
+    whose strength is the level."""
     template: str | None = None
     """The template id to replace (default: the one the recorded call used)."""
 
     @model_validator(mode="before")
     @classmethod
     def _single_variant(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "variant" not in data:
+        if isinstance(data, Mapping) and "variant" not in data and "level" not in data:
             variants = data.get("variants")
             if isinstance(variants, list) and len(variants) == 1:
                 return {**{k: v for k, v in data.items() if k != "variants"}, "variant": variants[0]}
@@ -52,16 +58,50 @@ class PromptSwapParams(OperatorParams):
 
     @model_validator(mode="after")
     def _one_variant(self) -> PromptSwapParams:
+        if self.level is not None:
+            return self._leveled()
         if (self.variant is None) == (self.variants is None):
             raise ValueError("give exactly one of 'variant' (one replacement) and 'variants' (several)")
         if self.variants is not None:
             raise ValueError(
                 f"'variants' lists {len(self.variants)} replacements; one operator applies one, "
-                "expand them first with expand_variants() into one perturbation per variant"
+                "expand them first with expand_variants() into one perturbation per variant "
+                "(or give 'level' to apply one of an ordered list)"
             )
         if not self.variant or not self.variant.strip():
             raise ValueError("'variant' must be a non-empty template id or file path")
         return self
+
+    def _leveled(self) -> PromptSwapParams:
+        if self.variants is None or self.variant is not None:
+            raise ValueError("'level' picks one of 'variants' (listed from the weakest to the strongest); "
+                             "give the list in 'variants', and no 'variant'")
+        if not self.variants:
+            raise ValueError("'variants' must list at least one template id or file path")
+        blank = [i for i, v in enumerate(self.variants) if not v.strip()]
+        if blank:
+            raise ValueError(f"variants[{blank[0]}] must be a non-empty template id or file path")
+        if self.level is not None and self.level >= len(self.variants):
+            raise ValueError(
+                f"'level' is {self.level} but 'variants' lists {len(self.variants)}; "
+                f"give a level from 0 to {len(self.variants) - 1}"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``level`` appears only when given: parameters without it dump (and describe,
+        and identify a campaign) as they did before it existed."""
+        data: dict[str, Any] = handler(self)
+        if self.level is None:
+            data.pop("level", None)
+        return data
+
+    def applied_variant(self) -> str:
+        """The replacement this perturbation applies: ``variants[level]``, else ``variant``."""
+        if self.level is not None and self.variants is not None:
+            return self.variants[self.level]
+        return self.variant or ""
 
 
 @operator("prompt_swap")
@@ -72,12 +112,28 @@ class PromptSwap(Operator):
     binary = False
     Params = PromptSwapParams
     params: PromptSwapParams
+    magnitudes = (
+        Magnitude("level", 0, None, integer=True, doc="a later entry of variants (listed weakest to strongest)"),
+    )
+
+    @classmethod
+    def magnitude(cls, param: str, params: Mapping[str, Any]) -> Magnitude:
+        """``level`` [0, len(variants) - 1]: it needs the ordered list in ``variants``."""
+        declared = super().magnitude(param, params)
+        variants = params.get("variants")
+        if not isinstance(variants, list) or not variants or "variant" in params:
+            raise OperatorError(
+                f"operator '{cls.name}' magnitude 'level' picks one of params.variants, listed from the weakest "
+                "to the strongest; give that list (and no 'variant')"
+            )
+        return dataclasses.replace(declared, hi=len(variants) - 1)
 
     @classmethod
     def variants(cls, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """One parameter mapping per entry of ``variants`` (``variant`` set to it)."""
+        """One parameter mapping per entry of ``variants`` (``variant`` set to it); with
+        ``level``, the parameters as they are (one perturbation over the ordered list)."""
         variants = params.get("variants")
-        if not isinstance(variants, list) or "variant" in params:
+        if not isinstance(variants, list) or "variant" in params or "level" in params:
             return [dict(params)]
         rest = {k: v for k, v in params.items() if k != "variants"}
         return [{"variant": v, **rest} for v in variants]
@@ -95,7 +151,7 @@ class PromptSwap(Operator):
                 "template (its prompt has no template_id); give the template id to replace in "
                 "params.template"
             )
-        variant = self.params.variant or ""
+        variant = self.params.applied_variant()
         return ExecutionChange(templates={template: self._resolve(variant, ctx)}, params={})
 
     def _resolve(self, variant: str, ctx: OperatorContext) -> TemplateRef:
@@ -137,6 +193,10 @@ class ParamChange(Operator):
     binary = False
     Params = ParamChangeParams
     params: ParamChangeParams
+    magnitudes = (
+        Magnitude("temperature", 0, 2, doc="a hotter sampling strays further from the recorded answer"),
+        Magnitude("top_p", 0, 1, lo_open=True, doc="a larger nucleus samples from more of the distribution"),
+    )
 
     def change(self, ctx: OperatorContext) -> ExecutionChange:
         """The request overrides: the parameters given."""

@@ -1,8 +1,8 @@
 """Output-mode operators: they perturb the recorded output of the target call.
 
 ``override``, ``bool_flip`` and ``categorical_flip`` are binary (their stratum is
-decided by value); ``list_edit`` and ``text_edit`` are continuous (decided by the
-target's distance). Every operator addresses a ``field`` of the output by a dotted
+decided by value); ``list_edit``, ``numeric_edit`` and ``text_edit`` are continuous
+(decided by the target's distance). Every operator addresses a ``field`` of the output by a dotted
 path into nested objects (``"sufficient"``, ``"plan.action"``); ``field=None`` is the
 whole output. The recorded output is never modified: operators work on a deep copy.
 """
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from quiver._canonical import canonical_json
 from quiver.perturbations._fields import field_spec, get_field, keys_text, set_field
@@ -38,6 +38,7 @@ __all__ = [
     "BoolFlip",
     "CategoricalFlip",
     "ListEdit",
+    "NumericEdit",
     "TextEdit",
     "logprob_alternatives",
 ]
@@ -373,6 +374,73 @@ def _reorder(items: list[Any], ctx: OperatorContext) -> list[Any]:
     return items[1:] + items[:1]  # a non-constant list differs from its rotation
 
 
+# --------------------------------------------------------------------------- numeric_edit
+
+
+class NumericEditParams(_FieldParams):
+    """Parameters of ``numeric_edit``."""
+
+    action: Literal["shift", "scale"]
+    """shift: the value plus amount; scale: the value times amount."""
+    amount: int | float
+    """What to add (shift, any sign) or multiply by (scale, at least 0)."""
+
+    @field_validator("amount", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"'amount' must be a number, not a boolean ({value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _finite_amount(self) -> NumericEditParams:
+        if not math.isfinite(self.amount):
+            raise ValueError(f"'amount' must be a finite number; got {self.amount!r}")
+        if self.action == "scale" and self.amount < 0:
+            raise ValueError(f"action 'scale' needs an amount of at least 0; got {self.amount!r}")
+        return self
+
+
+@operator("numeric_edit")
+class NumericEdit(_FieldOperator):
+    """Shift a number by an amount or scale it by a factor.
+
+    The result is an int when the value and the amount are both ints (exact integer
+    arithmetic, shift or scale), a float otherwise. A boolean is not a number here.
+    """
+
+    mode = "output"
+    binary = False
+    Params = NumericEditParams
+    params: NumericEditParams
+    magnitudes = (Magnitude("amount", None, None, doc="shift: a larger amount adds more; scale: a larger factor"),)
+
+    @classmethod
+    def magnitude(cls, param: str, params: Mapping[str, Any]) -> Magnitude:
+        """``amount``: unbounded for shift, [0, inf) for scale."""
+        declared = super().magnitude(param, params)
+        if params.get("action") == "scale":
+            return dataclasses.replace(declared, lo=0, doc="a larger factor multiplies the value more")
+        if params.get("action") == "shift":
+            return dataclasses.replace(declared, doc="a larger amount adds more to the value")
+        return declared
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """The output with the number shifted or scaled; the field must be a number."""
+        value = get_field(output, self.params.field, self.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):  # refused: no kind fits
+            _require(value, (), "a number (int or float; a boolean is not one)", self.name, self.params.field)
+        amount = self.params.amount
+        result = value + amount if self.params.action == "shift" else value * amount
+        if isinstance(result, float) and not math.isfinite(result):
+            where = f"field '{self.params.field}'" if self.params.field else "the output"
+            raise OperatorError(
+                f"operator '{self.name}' {self.params.action} of {where} ({value!r}) by {amount!r} is "
+                f"{result!r}, which JSON cannot hold; use a smaller amount"
+            )
+        return set_field(output, self.params.field, result, self.name)
+
+
 # --------------------------------------------------------------------------- text_edit
 
 PARAPHRASE_INSTRUCTION = (
@@ -389,6 +457,8 @@ class TextEditParams(_FieldParams):
     case-insensitive occurrence; paraphrase: rewrite with an LLM."""
     keywords: list[str] = Field(default_factory=list)
     """The keywords to add or remove (required by those actions)."""
+    count: int | None = Field(default=None, ge=1)
+    """Use only the first `count` keywords (add_keyword, remove_keyword; default: all)."""
     temperature: float = Field(default=0.7, ge=0, le=2)
     """The paraphrase call's sampling temperature."""
     model: str | None = None
@@ -401,7 +471,27 @@ class TextEditParams(_FieldParams):
         if self.action != "paraphrase":
             if not self.keywords or not all(k.strip() for k in self.keywords):
                 raise ValueError(f"action '{self.action}' needs a non-empty list of non-blank 'keywords'")
+            if self.count is not None and self.count > len(self.keywords):
+                raise ValueError(
+                    f"'count' is {self.count} but 'keywords' lists {len(self.keywords)}; "
+                    f"give a count from 1 to {len(self.keywords)}"
+                )
+        elif self.count is not None:
+            raise ValueError("'count' is only used by actions add_keyword and remove_keyword, not 'paraphrase'")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``count`` appears only when given: parameters without it dump (and describe,
+        and identify a campaign) as they did before it existed."""
+        data: dict[str, Any] = handler(self)
+        if self.count is None:
+            data.pop("count", None)
+        return data
+
+    def used_keywords(self) -> list[str]:
+        """The keywords the edit uses: the first ``count`` of them (all by default)."""
+        return self.keywords[: self.count] if self.count is not None else list(self.keywords)
 
 
 @operator("text_edit")
@@ -412,6 +502,32 @@ class TextEdit(_FieldOperator):
     binary = False
     Params = TextEditParams
     params: TextEditParams
+    magnitudes = (
+        Magnitude("temperature", 0, 2, doc="paraphrase: a hotter paraphrase strays further from the wording"),
+        Magnitude("count", 1, None, integer=True, doc="add_keyword, remove_keyword: more of the keywords are used"),
+    )
+
+    @classmethod
+    def magnitude(cls, param: str, params: Mapping[str, Any]) -> Magnitude:
+        """``temperature`` [0, 2] of paraphrase; ``count`` [1, len(keywords)] of the
+        keyword actions."""
+        declared = super().magnitude(param, params)
+        action = params.get("action")
+        uses = {"temperature": ("paraphrase",), "count": ("add_keyword", "remove_keyword")}[param]
+        if action is not None and action not in uses:
+            raise OperatorError(
+                f"operator '{cls.name}' action '{action}' does not use '{param}'; "
+                f"'{param}' is the magnitude of {'actions' if len(uses) > 1 else 'action'} {' and '.join(uses)}"
+            )
+        if param == "count":
+            keywords = params.get("keywords")
+            if not isinstance(keywords, list) or not keywords:
+                raise OperatorError(
+                    f"operator '{cls.name}' magnitude 'count' runs up to the number of keywords; "
+                    "give the list in params.keywords"
+                )
+            return dataclasses.replace(declared, hi=len(keywords))
+        return declared
 
     def apply(self, output: Any, ctx: OperatorContext) -> Any:
         """The output with the text edited; the field must be a string."""
@@ -419,9 +535,9 @@ class TextEdit(_FieldOperator):
         _require(text, (str,), "a text (string)", self.name, self.params.field)
         action = self.params.action
         if action == "add_keyword":
-            edited = " ".join([text.rstrip(), *self.params.keywords]).lstrip()
+            edited = " ".join([text.rstrip(), *self.params.used_keywords()]).lstrip()
         elif action == "remove_keyword":
-            edited = remove_keywords(text, self.params.keywords)
+            edited = remove_keywords(text, self.params.used_keywords())
         else:
             edited = self._paraphrase(text, ctx)
         return set_field(output, self.params.field, edited, self.name)

@@ -4,17 +4,23 @@ come with them (numeric_edit, text_edit's count, prompt_swap's level)."""
 
 from __future__ import annotations
 
+import copy
 import math
+import random
 from typing import Any
 
 import pytest
 
 from quiver.perturbations import (
+    ANY_VALUE,
+    FieldTouch,
     Magnitude,
     Operator,
+    OperatorContext,
     OperatorError,
     OperatorParams,
     _registry,
+    expand_variants,
     get_operator,
     magnitude_of,
     make_operator,
@@ -138,6 +144,10 @@ def test_list_edit_ladders_a_fraction_or_a_count() -> None:
 def test_list_edit_count_of_add_runs_up_to_the_pool_size() -> None:
     count = magnitude_of("list_edit", "count", {"action": "add", "pool": ["x", "y", "z"]})
     assert (count.lo, count.hi, count.integer) == (1, 3, True)
+    # beyond the pool there is nothing more to add: a larger count is the same edit
+    edits = [make_operator("list_edit", {"action": "add", "pool": ["x", "y", "z"], "count": n}).apply(
+        ["a"], OperatorContext(node="n", spec=None, output=["a"], rng=random.Random(5))) for n in (3, 4)]
+    assert edits[0] == edits[1] and sorted(edits[0]) == ["a", "x", "y", "z"]
 
 
 def test_list_edit_magnitude_needs_an_action_with_an_amount_and_no_other_amount() -> None:
@@ -147,3 +157,220 @@ def test_list_edit_magnitude_needs_an_action_with_an_amount_and_no_other_amount(
     with pytest.raises(OperatorError, match=r"params\.count is given \(2\) while 'fraction' is laddered; give "
                                             r"exactly one of count and fraction"):
         magnitude_of("list_edit", "fraction", {"action": "remove", "count": 2})
+
+
+# --------------------------------------------------------------------------- numeric_edit
+
+
+def apply(name: str, params: dict[str, Any], output: Any) -> Any:
+    """Apply an output operator, checking that the recorded output is left untouched."""
+    before = copy.deepcopy(output)
+    result = make_operator(name, params).apply(output, OperatorContext(node="measure", spec=None, output=output))
+    assert output == before, "the recorded output was modified"
+    return result
+
+
+@pytest.mark.parametrize(("value", "action", "amount", "expected"), [
+    (3, "shift", 2, 5), (3, "shift", -5, -2), (3, "shift", 0.5, 3.5), (2.5, "shift", 1, 3.5),
+    (3, "scale", 2, 6), (3, "scale", 0.5, 1.5), (3, "scale", 0, 0), (2.5, "scale", 2, 5.0), (-4, "scale", 1.5, -6.0),
+])
+def test_numeric_edit_shifts_or_scales_a_number(value: Any, action: str, amount: Any, expected: Any) -> None:
+    result = apply("numeric_edit", {"action": action, "amount": amount}, value)
+    assert result == expected
+    # an int stays an int only when the value and the amount are both ints
+    assert type(result) is (int if type(value) is int and type(amount) is int else float)
+
+
+def test_numeric_edit_reaches_a_nested_field_and_touches_only_it() -> None:
+    output = {"stats": {"words": 7, "ratio": 0.25}, "label": "x"}
+    result = apply("numeric_edit", {"field": "stats.ratio", "action": "scale", "amount": 4}, output)
+    assert result == {"stats": {"words": 7, "ratio": 1.0}, "label": "x"}
+    op = make_operator("numeric_edit", {"field": "stats.words", "action": "shift", "amount": -7})
+    assert op.fields_touched() == [FieldTouch("stats.words", ANY_VALUE)]
+    assert make_operator("numeric_edit", {"action": "shift", "amount": 1}).fields_touched() == []
+    assert not get_operator("numeric_edit").binary and get_operator("numeric_edit").mode == "output"
+
+
+@pytest.mark.parametrize(("output", "field", "found"), [
+    (True, None, r"the output of this call is bool \(true\)"),
+    ({"ok": False}, "ok", r"field 'ok' of this call is bool \(false\)"),
+    ({"n": "7"}, "n", r"field 'n' of this call is str \(\"7\"\)"),
+    ({"n": None}, "n", r"field 'n' of this call is NoneType \(null\)"),
+    ({"n": [1]}, "n", r"field 'n' of this call is list \(\[1\]\)"),
+])
+def test_numeric_edit_refuses_what_is_not_a_number(output: Any, field: str | None, found: str) -> None:
+    with pytest.raises(OperatorError, match=r"^operator 'numeric_edit' applies to a number \(int or float; a boolean "
+                                            rf"is not one\); {found}$"):
+        apply("numeric_edit", {"field": field, "action": "shift", "amount": 1}, output)
+
+
+def test_numeric_edit_of_a_missing_field_names_the_keys_present() -> None:
+    with pytest.raises(OperatorError, match=r"^operator 'numeric_edit' field 'stats\.count': stats has no key 'count'; "
+                                            r"its keys are words, ratio$"):
+        apply("numeric_edit", {"field": "stats.count", "action": "shift", "amount": 1},
+              {"stats": {"words": 1, "ratio": 0.5}})
+
+
+def test_numeric_edit_refuses_a_result_json_cannot_hold() -> None:
+    with pytest.raises(OperatorError, match=r"scale of field 'x' \(1e\+308\) by 10 is inf, which JSON cannot hold"):
+        apply("numeric_edit", {"field": "x", "action": "scale", "amount": 10}, {"x": 1e308})
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"action": "scale", "amount": -0.5}, r"action 'scale' needs an amount of at least 0; got -0\.5"),
+    ({"action": "shift", "amount": True}, r"params\.amount: 'amount' must be a number, not a boolean \(True\)"),
+    ({"action": "shift", "amount": math.inf}, r"'amount' must be a finite number; got inf"),
+    ({"action": "shift"}, r"params\.amount: Field required"),
+    ({"action": "double", "amount": 2}, r"params\.action: Input should be 'shift' or 'scale'"),
+])
+def test_numeric_edit_params_are_checked(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(OperatorError, match=rf"^operator 'numeric_edit' .*{message}.*; valid params: field, action, "
+                                            r"amount$"):
+        make_operator("numeric_edit", params)
+
+
+def test_numeric_edit_amount_is_unbounded_for_shift_and_at_least_zero_for_scale() -> None:
+    shift = magnitude_of("numeric_edit", "amount", {"action": "shift", "field": "x"})
+    scale = magnitude_of("numeric_edit", "amount", {"action": "scale"})
+    assert (shift.lo, shift.hi, shift.integer) == (None, None, False)
+    assert (scale.lo, scale.hi, scale.lo_open, scale.integer) == (0, None, False, False)
+    assert shift.contains(-1e9) and not scale.contains(-1e-9) and scale.contains(0)
+
+
+# --------------------------------------------------------------------------- text_edit
+
+
+def test_text_edit_count_uses_only_the_first_keywords() -> None:
+    keywords = ["refund", "urgent", "lawyer"]
+    assert apply("text_edit", {"action": "add_keyword", "keywords": keywords, "count": 2}, "Help me") == (
+        "Help me refund urgent")
+    assert apply("text_edit", {"action": "add_keyword", "keywords": keywords}, "Help me") == (
+        "Help me refund urgent lawyer")
+    text = "Refund now, urgent: call my lawyer"
+    assert apply("text_edit", {"action": "remove_keyword", "keywords": keywords, "count": 1}, text) == (
+        "now, urgent: call my lawyer")
+
+
+def test_text_edit_count_is_checked_against_the_keywords_and_the_action() -> None:
+    with pytest.raises(OperatorError, match=r"'count' is 4 but 'keywords' lists 3; give a count from 1 to 3"):
+        make_operator("text_edit", {"action": "add_keyword", "keywords": ["a", "b", "c"], "count": 4})
+    with pytest.raises(OperatorError, match=r"params\.count: Input should be greater than or equal to 1"):
+        make_operator("text_edit", {"action": "add_keyword", "keywords": ["a"], "count": 0})
+    with pytest.raises(OperatorError, match=r"'count' is only used by actions add_keyword and remove_keyword, "
+                                            r"not 'paraphrase'"):
+        make_operator("text_edit", {"action": "paraphrase", "count": 1})
+
+
+def test_text_edit_ladders_a_keyword_count_or_a_paraphrase_temperature() -> None:
+    count = magnitude_of("text_edit", "count", {"action": "remove_keyword", "keywords": ["a", "b", "c"]})
+    assert (count.lo, count.hi, count.integer) == (1, 3, True)
+    temperature = magnitude_of("text_edit", "temperature", {"action": "paraphrase"})
+    assert (temperature.lo, temperature.hi, temperature.integer) == (0, 2, False)
+    with pytest.raises(OperatorError, match=r"^operator 'text_edit' action 'paraphrase' does not use 'count'; 'count' "
+                                            r"is the magnitude of actions add_keyword and remove_keyword$"):
+        magnitude_of("text_edit", "count", {"action": "paraphrase"})
+    with pytest.raises(OperatorError, match=r"action 'add_keyword' does not use 'temperature'; 'temperature' is the "
+                                            r"magnitude of action paraphrase$"):
+        magnitude_of("text_edit", "temperature", {"action": "add_keyword", "keywords": ["a"]})
+    with pytest.raises(OperatorError, match=r"magnitude 'count' runs up to the number of keywords; give the list in "
+                                            r"params\.keywords"):
+        magnitude_of("text_edit", "count", {"action": "add_keyword"})
+
+
+# --------------------------------------------------------------------------- prompt_swap
+
+
+def swap(params: dict[str, Any]) -> str:
+    change = make_operator("prompt_swap", params).change(
+        OperatorContext(node="echo", spec=None, output="", prompt_template="mag.echo"))
+    return change.templates["mag.echo"].ref
+
+
+def test_prompt_swap_level_applies_that_entry_of_the_ordered_variants() -> None:
+    variants = ["mag.echo.mild", "mag.echo.firm", "mag.echo.harsh"]
+    assert [swap({"variants": variants, "level": k}) for k in range(3)] == variants
+    assert swap({"variants": ["mag.echo.only"], "level": 0}) == "mag.echo.only"
+    described = make_operator("prompt_swap", {"variants": variants, "level": 1}).describe()
+    assert described == {"op": "prompt_swap",
+                         "params": {"variant": None, "variants": variants, "level": 1, "template": None}}
+
+
+def test_prompt_swap_with_a_level_is_one_perturbation_over_the_whole_list() -> None:
+    params = {"variants": ["a", "b.txt", "c"], "level": 2, "template": "t"}
+    assert expand_variants("prompt_swap", params) == [params]
+    assert expand_variants("prompt_swap", {"variants": ["a", "b"]}) == [{"variant": "a"}, {"variant": "b"}]
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"variants": ["a", "b"], "level": 2}, r"'level' is 2 but 'variants' lists 2; give a level from 0 to 1"),
+    ({"variants": ["a", "b"], "level": -1}, r"level: Input should be greater than or equal to 0"),
+    ({"level": 0}, r"'level' picks one of 'variants' \(listed from the weakest to the strongest\); give the list in "
+                   r"'variants', and no 'variant'"),
+    ({"variant": "a", "level": 0}, r"'level' picks one of 'variants' .* and no 'variant'"),
+    ({"variant": "a", "variants": ["a", "b"], "level": 0}, r"give the list in 'variants', and no 'variant'"),
+    ({"variants": [], "level": 0}, r"'variants' must list at least one template id or file path"),
+    ({"variants": ["a", " "], "level": 0}, r"variants\[1\] must be a non-empty template id or file path"),
+])
+def test_prompt_swap_level_needs_the_variants_and_a_level_within_them(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(OperatorError, match=rf"^operator 'prompt_swap' params.*{message}; valid params: variant, "
+                                            r"variants, level, template$"):
+        make_operator("prompt_swap", params)
+
+
+def test_prompt_swap_ladders_the_level_up_to_the_last_variant() -> None:
+    level = magnitude_of("prompt_swap", "level", {"variants": ["a", "b", "c", "d"]})
+    assert (level.lo, level.hi, level.integer) == (0, 3, True)
+    assert [k for k in range(-1, 6) if level.contains(k)] == [0, 1, 2, 3]
+    for params in ({}, {"variant": "a"}, {"variants": []}):
+        with pytest.raises(OperatorError, match=r"^operator 'prompt_swap' magnitude 'level' picks one of "
+                                                r"params\.variants, listed from the weakest to the strongest; give "
+                                                r"that list \(and no 'variant'\)$"):
+            magnitude_of("prompt_swap", "level", params)
+    with pytest.raises(OperatorError, match=r"cannot ladder 'variant' adaptively; its magnitudes: level \[0, inf\) "
+                                            r"integer$"):
+        magnitude_of("prompt_swap", "variant", {"variants": ["a"]})
+
+
+# --------------------------------------------------------------------------- param_change
+
+
+def test_param_change_ladders_temperature_and_top_p() -> None:
+    temperature = magnitude_of("param_change", "temperature", {})
+    top_p = magnitude_of("param_change", "top_p", {"model": "m"})
+    assert (temperature.lo, temperature.hi, temperature.lo_open) == (0, 2, False)
+    assert (top_p.lo, top_p.hi, top_p.lo_open) == (0, 1, True)
+    with pytest.raises(OperatorError, match=r"cannot ladder 'max_tokens' adaptively; its magnitudes: temperature "
+                                            r"\[0, 2\], top_p \(0, 1\]$"):
+        magnitude_of("param_change", "max_tokens", {})
+
+
+@pytest.mark.parametrize(("op", "param", "params"), [
+    ("list_edit", "fraction", {"action": "remove"}), ("list_edit", "count", {"action": "truncate"}),
+    ("numeric_edit", "amount", {"action": "scale"}),
+    ("text_edit", "count", {"action": "add_keyword", "keywords": ["a", "b"]}),
+    ("text_edit", "temperature", {"action": "paraphrase"}),
+    ("prompt_swap", "level", {"variants": ["a", "b", "c"]}),
+    ("param_change", "temperature", {}), ("param_change", "top_p", {}),
+])
+def test_the_ends_of_a_range_are_exactly_what_the_operator_accepts(op: str, param: str, params: dict[str, Any]) -> None:
+    magnitude = magnitude_of(op, param, params)
+    step = 1 if magnitude.integer else 1e-6
+    for end, outward, is_open in ((magnitude.lo, -step, magnitude.lo_open), (magnitude.hi, step, magnitude.hi_open)):
+        if end is None:
+            continue
+        first_in, first_out = (end - outward, end) if is_open else (end, end + outward)
+        assert magnitude.contains(first_in) and not magnitude.contains(first_out)
+        make_operator(op, {**params, param: first_in})
+        with pytest.raises(OperatorError, match=param):
+            make_operator(op, {**params, param: first_out})
+
+
+def test_parameters_without_a_level_or_count_describe_as_they_did_before_those_existed() -> None:
+    """Results and campaign identities record the parameters: the new optional ones appear
+    only when given, so a campaign started before them still resumes."""
+    assert make_operator("prompt_swap", {"variant": "v2"}).describe()["params"] == {
+        "variant": "v2", "variants": None, "template": None}
+    text = make_operator("text_edit", {"action": "add_keyword", "keywords": ["a", "b"]}).describe()["params"]
+    assert "count" not in text and text["keywords"] == ["a", "b"]
+    counted = make_operator("text_edit", {"action": "add_keyword", "keywords": ["a", "b"], "count": 1})
+    assert counted.describe()["params"]["count"] == 1
