@@ -25,7 +25,18 @@ from .betas import (
     beta,
 )
 from .columns import TIE, Columns, Event, difference, mask
-from .estimates import RATES, STATUSES, STRATA, campaign_estimates, downstream_nodes, holm, permutation_test
+from .estimates import (
+    MIN_MATCHED_GROUPS,
+    MIN_MATCHED_PAIRS,
+    RATES,
+    STATUSES,
+    STRATA,
+    VERDICTS,
+    campaign_estimates,
+    downstream_nodes,
+    holm,
+    permutation_test,
+)
 from .gate import GateCandidate, GateProfile, judge_candidate
 from .graph import CampaignGraph
 from .pairing import PairResult, Replayed, first_divergent_call, pair_results, seen_part
@@ -83,6 +94,9 @@ __all__ = [
     "STATUSES",
     "STRATA",
     "RATES",
+    "MIN_MATCHED_PAIRS",
+    "MIN_MATCHED_GROUPS",
+    "VERDICTS",
     "CampaignGraph",
     "PairResult",
     "Replayed",

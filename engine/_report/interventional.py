@@ -196,7 +196,7 @@ def _envelope(v: ValidationRow) -> str:
 
 
 def _validation(c: CampaignEstimates) -> list[str]:
-    from quiver._interventional.estimates import MIN_MATCHED_GROUPS, MIN_MATCHED_PAIRS
+    from quiver._interventional import MIN_MATCHED_GROUPS, MIN_MATCHED_PAIRS
 
     rows = [
         [f"{v.source}{ARROW}{v.target}", _est(v.sigma_obs), fmt_n(v.sigma_obs.n), _est(v.sigma_int),
