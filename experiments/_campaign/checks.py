@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from quiver._canonical import canonical_json
 from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, load_graph
 from quiver._trace import NodeCall, Trace
@@ -38,6 +39,7 @@ from quiver.perturbations import (
     OperatorContext,
     OperatorError,
     TemplateRef,
+    expand_variants,
     get_operator,
     make_operator,
     resolve_template_ref,
@@ -157,10 +159,23 @@ def _variant_where(p: PerturbationSpec, i: int, ref: str) -> _Where:
     return ("perturbations", i, "params", "variant" if "variant" in p.params else "ladder")
 
 
+def _applied(p: PerturbationSpec) -> list[dict[str, Any]]:
+    """The perturbation's parameter sets, a prompt_swap over an ordered list of variants
+    (``level``) split into one per variant, each once: any level may apply any of them."""
+    applied: dict[str, dict[str, Any]] = {}
+    for step in p.steps():
+        if p.op == "prompt_swap" and isinstance(step.get("variants"), list) and "variant" not in step:
+            split = expand_variants(p.op, {k: v for k, v in step.items() if k != "level"})
+        else:
+            split = [step]
+        applied.update((canonical_json(one), one) for one in split)
+    return list(applied.values())
+
+
 def _check_variants(p: PerturbationSpec, i: int, base_dir: Path, spot: _Spot) -> None:
     """Every template a prompt_swap names exists and parses (its variables are checked
     against a recorded call by :func:`check_baseline`)."""
-    for step in p.steps():
+    for step in _applied(p):
         ref = step.get("variant")
         if p.op != "prompt_swap" or not isinstance(ref, str):
             continue
@@ -291,7 +306,7 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
         trace, index = found
         call = trace.calls[index]
         on = f"on the recorded call {p.node}#{p.occurrence} of trace {trace.trace_id}"
-        for step in p.steps():
+        for step in _applied(p):
             try:
                 _dry_run(make_operator(p.op, step), call, graph, base_dir)
             except OperatorError as exc:
