@@ -5,12 +5,24 @@ come with them (numeric_edit, text_edit's count, prompt_swap's level)."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from quiver._errors import SpecError
+from quiver._trace import Trace, iter_traces
+from quiver._yamlspec import load_spec
+from quiver.experiments._campaign.checks import check_baseline, check_spec
+from quiver.experiments._campaign.identity import campaign_identities
+from quiver.experiments._config import CampaignSpec
 from quiver.perturbations import (
     ANY_VALUE,
     FieldTouch,
@@ -26,6 +38,17 @@ from quiver.perturbations import (
     make_operator,
     operator,
     registered_operators,
+)
+from quiver.replay import (
+    InputItem,
+    LLMClient,
+    ReplayResult,
+    Simulator,
+    Target,
+    declared_graph,
+    load_pipeline,
+    record_corpus,
+    replay_trace,
 )
 
 # --------------------------------------------------------------------------- the API
@@ -374,3 +397,140 @@ def test_parameters_without_a_level_or_count_describe_as_they_did_before_those_e
     assert "count" not in text and text["keywords"] == ["a", "b"]
     counted = make_operator("text_edit", {"action": "add_keyword", "keywords": ["a", "b"], "count": 1})
     assert counted.describe()["params"]["count"] == 1
+
+
+# --------------------------------------------------------------------------- through a replay and a campaign's checks
+
+MAG_PIPELINE = '''\
+"""A small pipeline for magnitude tests: a number, a grade computed from it, an LLM echo."""
+import quiver
+
+quiver.template("mag.echo", user="Echo this: {text}")
+
+
+@quiver.node("measure")
+def measure(text):
+    return {"stats": {"words": len(text.split()), "ratio": 0.5}}
+
+
+@quiver.node("grade")
+def grade(measured):
+    stats = measured["stats"]
+    return "long" if stats["words"] * stats["ratio"] >= 3 else "short"
+
+
+@quiver.node("echo", kind="llm")
+def echo(text):
+    return quiver.llm().chat("mag.echo", text=text, temperature=0).content
+
+
+def run(text):
+    measured = measure(text)
+    return {"grade": grade(measured), "echo": echo(text)}
+'''
+VARIANTS = {"mild.txt": "[user]\nGently echo: {text}\n", "firm.txt": "[user]\nFirmly echo: {text}\n",
+            "harsh.txt": "[user]\nHARSHLY ECHO: {text}\n", "unknown.txt": "[user]\nEcho {text} to {audience}\n"}
+
+
+@dataclass
+class Mag:
+    folder: Path
+    fn: Any
+    client: LLMClient
+    trace: Trace
+
+    def replay(self, node: str, op: str, params: dict[str, Any]) -> ReplayResult:
+        return replay_trace(self.trace, self.fn, target=Target(node), operator=make_operator(op, params),
+                            client=self.client, base_dir=self.folder)
+
+
+@pytest.fixture(scope="module")
+def mag(simulator: Simulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mag]:
+    folder = tmp_path_factory.mktemp("mag")
+    (folder / "mag.py").write_text(MAG_PIPELINE)
+    for name, text in VARIANTS.items():
+        (folder / name).write_text(text)
+    fn = load_pipeline("mag.py:run", folder)
+    client = LLMClient(base_url=simulator.url, model="sim-json", api_key="sk-test")
+    result = record_corpus(fn, pipeline_name="mag", inputs=[InputItem("four", {"text": "one two three four"})],
+                           repeats=1, output_dir=folder / "baseline", llm=client, progress_stream=None)
+    assert result.failed == 0
+    yield Mag(folder, fn, client, next(iter(iter_traces(result.traces_path))))
+    client.close()
+
+
+def _call(result: ReplayResult, node: str) -> Any:
+    return next(c for c in result.trace.calls if c.node == node)
+
+
+def test_numeric_edit_through_the_replayer_changes_what_runs_downstream(mag: Mag) -> None:
+    assert mag.trace.output["grade"] == "short"  # 4 words x 0.5 < 3
+    scaled = mag.replay("measure", "numeric_edit", {"field": "stats.ratio", "action": "scale", "amount": 2})
+    assert _call(scaled, "measure").output == {"stats": {"words": 4, "ratio": 1.0}}
+    assert scaled.trace.output["grade"] == "long"  # grade ran on the perturbed number
+    assert scaled.target is not None and scaled.target.operator == {
+        "op": "numeric_edit", "params": {"field": "stats.ratio", "action": "scale", "amount": 2}}
+    shifted = mag.replay("measure", "numeric_edit", {"field": "stats.words", "action": "shift", "amount": -4})
+    assert _call(shifted, "measure").output == {"stats": {"words": 0, "ratio": 0.5}}
+    assert shifted.trace.output["grade"] == "short"
+
+
+def test_prompt_swap_with_a_level_re_executes_the_node_with_that_variant(mag: Mag) -> None:
+    params = {"variants": ["mild.txt", "firm.txt", "harsh.txt"]}
+    assert _call(replay_trace(mag.trace, mag.fn, client=mag.client), "echo").prompt.assembled[0].content == (
+        "Echo this: one two three four")
+    for level, opening in enumerate(["Gently echo:", "Firmly echo:", "HARSHLY ECHO:"]):
+        result = mag.replay("echo", "prompt_swap", {**params, "level": level})
+        call = _call(result, "echo")
+        assert call.prompt is not None and call.prompt.template_id == "mag.echo"
+        assert call.prompt.assembled[0].content == f"{opening} one two three four"
+        assert result.target is not None and result.target.operator["params"]["level"] == level
+        assert result.llm_calls.get("echo") == 1  # the target ran again, live
+
+
+def _campaign_spec(mag: Mag, params: dict[str, Any]) -> Path:
+    spec = mag.folder / f"spec-{zlib.crc32(json.dumps(params, sort_keys=True).encode())}.yaml"
+    spec.write_text(yaml.safe_dump({
+        "pipeline": "mag.py:run", "llm": "simulator", "baseline": str(mag.folder / "baseline" / "traces.jsonl"),
+        "perturbations": [{"id": "echo-level", "node": "echo", "op": "prompt_swap", "params": params}],
+        "output": str(mag.folder / "out"),
+    }, sort_keys=False))
+    return spec
+
+
+def test_a_campaign_checks_every_variant_a_level_can_apply(mag: Mag) -> None:
+    spec = _campaign_spec(mag, {"variants": ["mild.txt", "missing.txt", "harsh.txt"], "level": 0})
+    with pytest.raises(SpecError) as err:
+        check_spec(load_spec(CampaignSpec, spec), spec)
+    assert err.value.path == "perturbations[0].params.variants[1]" and err.value.line is not None
+    assert "missing.txt" in str(err.value) and "does not exist" in str(err.value)
+
+    spec = _campaign_spec(mag, {"variants": ["mild.txt", "firm.txt", "unknown.txt"], "level": 0})
+    loaded = load_spec(CampaignSpec, spec)
+    check_spec(loaded, spec)  # the files exist and parse
+    traces = [mag.trace]
+    with pytest.raises(SpecError) as err:
+        check_baseline(loaded, spec, traces, declared_graph)
+    assert err.value.path == "perturbations[0].params.variants[2]"
+    assert "uses {audience}, which the recorded calls of template 'mag.echo' do not supply" in str(err.value)
+
+    good = _campaign_spec(mag, {"variants": ["mild.txt", "firm.txt", "harsh.txt"], "level": 2})
+    loaded = load_spec(CampaignSpec, good)
+    check_spec(loaded, good)
+    check_baseline(loaded, good, traces, declared_graph)
+
+
+def test_a_campaign_identifies_a_leveled_swap_by_every_variant_file(mag: Mag) -> None:
+    spec = _campaign_spec(mag, {"variants": ["mild.txt", "firm.txt", "harsh.txt"], "level": 0})
+    loaded = load_spec(CampaignSpec, spec)
+    identity = campaign_identities(loaded, mag.folder, mag.fn, [mag.trace])["echo-level"]
+    assert set(identity["files"]) == {"mild.txt", "firm.txt", "harsh.txt"}
+    assert identity["params"] == [{"variant": None, "variants": ["mild.txt", "firm.txt", "harsh.txt"], "level": 0,
+                                   "template": None}]
+    before = identity["files"]["harsh.txt"]
+    (mag.folder / "harsh.txt").write_text("[user]\nVery harshly echo: {text}\n")
+    try:
+        again = campaign_identities(loaded, mag.folder, mag.fn, [mag.trace])["echo-level"]
+    finally:
+        (mag.folder / "harsh.txt").write_text(VARIANTS["harsh.txt"])
+    assert again["files"]["harsh.txt"] != before  # a level not applied yet still changes the identity
