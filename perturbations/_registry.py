@@ -62,7 +62,7 @@ from __future__ import annotations
 import itertools
 import random
 from abc import ABC
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -486,16 +486,27 @@ def expand_ladder(
     ]
 
 
-def expand_variants(name: str, params: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def expand_variants(
+    name: str, params: Mapping[str, Any] | None, laddered: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """Split one operator's parameters into one mapping per variant.
 
     ``prompt_swap`` with ``variants: [a, b]`` gives ``[{variant: a, ...}, {variant: b,
-    ...}]``; other operators give ``[params]``.
+    ...}]``; with a ``level`` it gives the parameters as they are (one perturbation over
+    the ordered list); other operators give ``[params]``.
+
+    ``laddered`` names the parameters a ladder sets afterwards (listed steps or an
+    adaptive search): they count as given, so ``prompt_swap`` with ``variants`` and a
+    laddered ``level`` is not split. They are not added to the mappings returned.
 
     Raises:
         OperatorError: The operator is unknown.
     """
-    return get_operator(name).variants(dict(params or {}))
+    cls = get_operator(name)
+    params = dict(params or {})
+    placeholders = [key for key in laddered if key not in params]
+    split = cls.variants({**params, **dict.fromkeys(placeholders)})
+    return [{k: v for k, v in one.items() if k not in placeholders} for one in split]
 
 
 def magnitude_of(op_name: str, param: str, params: Mapping[str, Any] | None = None) -> Magnitude:

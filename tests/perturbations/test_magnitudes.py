@@ -32,6 +32,7 @@ from quiver.perturbations import (
     OperatorError,
     OperatorParams,
     _registry,
+    expand_ladder,
     expand_variants,
     get_operator,
     magnitude_of,
@@ -322,6 +323,19 @@ def test_prompt_swap_with_a_level_is_one_perturbation_over_the_whole_list() -> N
     params = {"variants": ["a", "b.txt", "c"], "level": 2, "template": "t"}
     assert expand_variants("prompt_swap", params) == [params]
     assert expand_variants("prompt_swap", {"variants": ["a", "b"]}) == [{"variant": "a"}, {"variant": "b"}]
+
+
+def test_a_laddered_level_keeps_the_variants_one_perturbation() -> None:
+    """A ladder over ``level`` (listed steps or an adaptive search) sets it after the
+    variants are expanded: named as laddered, it counts as given."""
+    params = {"variants": ["a", "b", "c"], "template": "t"}
+    split = expand_variants("prompt_swap", params, laddered=["level"])
+    assert split == [params]
+    assert [s for v in split for s in expand_ladder(v, {"level": [0, 2]})] == [
+        {**params, "level": 0}, {**params, "level": 2}]
+    assert expand_variants("prompt_swap", params, laddered=["model"]) == [
+        {"variant": v, "template": "t"} for v in ("a", "b", "c")]  # another laddered key splits as before
+    assert expand_variants("list_edit", {"action": "remove"}, laddered=["count"]) == [{"action": "remove"}]
 
 
 @pytest.mark.parametrize(("params", "message"), [
