@@ -358,9 +358,11 @@ def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     ``list[...]``, ``function-after[...]``) rather than a key or index of ``data``."""
     out: list[Any] = []
     node = data
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, str) and (part.startswith("function-") or not isinstance(node, dict)):
             continue
+        if isinstance(node, dict) and part not in node and i + 1 < len(loc) and loc[i + 1] in node:
+            continue  # a union member's or a tag's name between a key and the keys inside it
         out.append(part)
         if isinstance(node, dict):
             node = node.get(part)

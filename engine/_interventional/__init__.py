@@ -5,6 +5,7 @@
 * ``rows``: a pair row of ``pairs.jsonl`` as a typed object;
 * ``columns``: pair rows as arrays;
 * ``betas``: interventional bifurcation thresholds;
+* ``dose``: dose-response curves over an adaptive ladder, and the rule of its rounds;
 * ``estimates``: strata, rates, negative controls and validation: ``campaign.json``;
 * ``results``: those estimates as typed objects, to and from JSON;
 * ``reader``: reading them back from JSON, with the place of any problem;
@@ -25,6 +26,20 @@ from .betas import (
     beta,
 )
 from .columns import TIE, Columns, Event, difference, mask
+from .dose import (
+    DEFINED_SHARE,
+    AdaptiveEstimates,
+    AdaptiveSettings,
+    CurvePoint,
+    DoseResponse,
+    RoundPlan,
+    adaptive_curve,
+    adaptive_estimates,
+    coarse_levels,
+    dose_response,
+    isotonic,
+    plan_round,
+)
 from .estimates import (
     MIN_MATCHED_GROUPS,
     MIN_MATCHED_PAIRS,
@@ -58,6 +73,18 @@ from .results import (
 from .rows import PairRow, PairStatus
 
 __all__ = [
+    "AdaptiveSettings",
+    "AdaptiveEstimates",
+    "adaptive_curve",
+    "adaptive_estimates",
+    "CurvePoint",
+    "DoseResponse",
+    "RoundPlan",
+    "DEFINED_SHARE",
+    "coarse_levels",
+    "dose_response",
+    "isotonic",
+    "plan_round",
     "CampaignFormatError",
     "PairRow",
     "PairStatus",

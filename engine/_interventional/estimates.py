@@ -40,7 +40,9 @@ Choices QUIVER.md leaves open, made here:
   (a branch only a perturbation takes), so every node a row gives a distance can be
   listed. A node absent from a row's ``d`` counts as None (ran in neither trace).
 * **D_output-only** is D_output with D_shape = D_iter = 0, as observationally.
-* **Betas** and their control rates: see :mod:`quiver._interventional`.
+* **Betas** and their control rates: see :mod:`quiver._interventional`. An adaptive
+  ladder's steps are its levels (one bin each); its dose-response curves, midpoint and
+  onset: see :mod:`quiver._interventional.dose`.
 * **Negative control.** Per downstream node present in the observational table, the
   one-sided permutation test of §13 against the observational same-input distances *of
   the inputs the no-op pairs came from* (all observational pairs when none of those
@@ -105,6 +107,7 @@ from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootst
 
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
+from .dose import adaptive_estimates
 from .results import (
     RATES,
     STRATA,
@@ -520,6 +523,7 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: Pipeline
                                            alpha=alpha, seed=seed),
         beta_shape=beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
         beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
+        adaptive=adaptive_estimates(p["adaptive"], cols, boot, table, control) if p.get("adaptive") else None,
     )
 
 
@@ -546,7 +550,9 @@ def campaign_estimates(
     The choices behind each number are in the module docstring.
 
     Args:
-        perturbations: ``{"id", "node", "op", "params", "ladder"}`` each.
+        perturbations: ``{"id", "node", "op", "params", "ladder"}`` each; an adaptive
+            ladder's also ``"adaptive": {"settings", "levels", "rounds"}`` (its dose-response
+            curves, :func:`~quiver._interventional.adaptive_estimates`).
         pairs: Pair rows of every perturbation, as :class:`PairRow` or as mappings
             (``PairResult.to_json(traces=False)`` plus ``input_id`` and ``step``, read
             with ``PairRow.from_json``).

@@ -33,6 +33,7 @@ from quiver._errors import QuiverError
 from quiver._stats import Estimate, rounded
 
 from .betas import Threshold
+from .dose import AdaptiveEstimates
 from .reader import Reader, estimate_json, nodes_json
 
 __all__ = [
@@ -452,6 +453,8 @@ class PerturbationEstimates:
         negative_control: The no-op stratum against the observational noise.
         beta_shape: The interventional bifurcation threshold of D_shape.
         beta_iter: The interventional bifurcation threshold of D_iter.
+        adaptive: What its adaptive ladder spent and found, with the dose-response
+            curves (None: its ladder is not adaptive; then ``to_json`` leaves it out).
     """
 
     id: str
@@ -467,6 +470,7 @@ class PerturbationEstimates:
     negative_control: NegativeControl
     beta_shape: Threshold
     beta_iter: Threshold
+    adaptive: AdaptiveEstimates | None = None
 
     def stratum(self, name: Stratum) -> StratumEstimates:
         """The ``effective`` or ``noop`` stratum."""
@@ -481,6 +485,7 @@ class PerturbationEstimates:
             "control_replays": None if self.control_replays is None else self.control_replays.to_json(),
             "negative_control": self.negative_control.to_json(),
             "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json(),
+            **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {}),
         }
 
     @classmethod
@@ -495,6 +500,7 @@ class PerturbationEstimates:
             control_replays=r.read_opt("control_replays", ControlReplays.from_json),
             negative_control=r.read("negative_control", NegativeControl.from_json),
             beta_shape=r.read("beta_shape", Threshold.from_json), beta_iter=r.read("beta_iter", Threshold.from_json),
+            adaptive=r.read_opt("adaptive", AdaptiveEstimates.from_json) if r.has("adaptive") else None,
         )
 
 

@@ -12,16 +12,18 @@ noise the thresholds are held against.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from quiver._interventional import DoseResponse, RoundPlan, plan_round
 from quiver._trace import Trace
 from quiver.experiments._config import CampaignSpec, PerturbationSpec
 from quiver.perturbations import get_operator
 from quiver.replay import ReplayJob, sample_ids
 
-__all__ = ["eligible_traces", "sample_traces", "select_traces", "expand_jobs", "Control", "controls", "distinct"]
+__all__ = ["eligible_traces", "sample_traces", "select_traces", "expand_jobs", "Control", "controls", "distinct",
+           "AdaptiveLayout", "adaptive_layouts", "adaptive_order"]
 
 
 def _margin(call: Any) -> float | None:
@@ -71,9 +73,101 @@ def select_traces(spec: CampaignSpec, perturbation: PerturbationSpec, traces: Se
     return eligible
 
 
-def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[ReplayJob], dict[str, int], dict[str, int]]:
+@dataclass
+class AdaptiveLayout:
+    """Where an adaptive perturbation's replays go: its rounds' plans laid out over levels
+    (steps, in the order first met) and slots. Slot ``k`` of a level is the trace
+    ``order[k % len(order)]`` with repeat ``k // len(order)``: every selected trace once,
+    then each again.
+
+    The trace order spreads the first slots over the inputs: the inputs in a seeded
+    shuffle (``seed``, the perturbation id), their first traces, then their second ones,
+    and so on; with ``select.mode: near_boundary`` it is the selection's own order, the
+    traces nearest their boundary first.
+    """
+
+    perturbation: PerturbationSpec
+    order: list[Trace]
+    plans: list[RoundPlan]
+    levels: list[float] = field(default_factory=list)
+    used: dict[float, int] = field(default_factory=dict)
+    placed: list[tuple[int, int, float, int, int]] = field(default_factory=list)
+    """``(round, step, level, trace index in order, repeat)`` of every replay, in plan order."""
+
+    def __post_init__(self) -> None:
+        for plan in self.plans:
+            self._place(plan)
+
+    def _place(self, plan: RoundPlan) -> None:
+        if not self.order:
+            return
+        for level, n in plan.add:
+            if level not in self.used:
+                self.levels.append(level)
+                self.used[level] = 0
+            step = self.levels.index(level)
+            for slot in range(self.used[level], self.used[level] + n):
+                self.placed.append((plan.round, step, level, slot % len(self.order), slot // len(self.order)))
+            self.used[level] += n
+
+    def add(self, plan: RoundPlan) -> None:
+        """Lay out one more round."""
+        self.plans.append(plan)
+        self._place(plan)
+
+    @property
+    def spent(self) -> int:
+        return len(self.placed)
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the search stopped (None: it goes on)."""
+        return self.plans[-1].stop if self.plans else None
+
+    def next_plan(self, curve: DoseResponse | None) -> RoundPlan:
+        """The next round's plan, from the curve over the rounds so far."""
+        return plan_round(self.perturbation.adaptive_settings(), len(self.plans), curve, self.levels, self.used,
+                          self.spent, len(self.order))
+
+
+def adaptive_order(spec: CampaignSpec, perturbation: PerturbationSpec, traces: Sequence[Trace]) -> list[Trace]:
+    """The order an adaptive perturbation takes its traces in (see :class:`AdaptiveLayout`)."""
+    chosen = select_traces(spec, perturbation, traces)
+    if spec.select.mode == "near_boundary":
+        return chosen
+    by_input: dict[str, list[Trace]] = {}
+    for t in chosen:
+        by_input.setdefault(str(t.input_id), []).append(t)
+    inputs = sorted(by_input)
+    random.Random(f"{spec.seed}|{perturbation.id}|adaptive").shuffle(inputs)
+    depth = max((len(v) for v in by_input.values()), default=0)
+    return [by_input[i][k] for k in range(depth) for i in inputs if k < len(by_input[i])]
+
+
+def adaptive_layouts(spec: CampaignSpec, traces: Sequence[Trace],
+                     rounds: Mapping[str, Sequence[RoundPlan]] | None = None) -> dict[str, AdaptiveLayout]:
+    """Every adaptive perturbation's layout: its coarse round, then the rounds recorded
+    (``rounds``: perturbation id -> its plans from round 1 on)."""
+    out = {}
+    for p in spec.perturbations:
+        if p.adaptive is None:
+            continue
+        layout = AdaptiveLayout(p, adaptive_order(spec, p, traces), [])
+        layout.add(layout.next_plan(None))
+        for plan in (rounds or {}).get(p.id, ()):
+            layout.add(plan)
+        out[p.id] = layout
+    return out
+
+
+def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace], rounds: Mapping[str, Sequence[RoundPlan]] | None = None,
+                ) -> tuple[list[ReplayJob], dict[str, int], dict[str, int]]:
     """Every job of the campaign in a fixed order, with the step of each job and the
-    traces each perturbation left out (no target call, or not selected)."""
+    traces each perturbation left out (no target call, or not selected).
+
+    An adaptive perturbation's coarse round takes its place among the perturbations;
+    the later rounds (``rounds``, as the ledger keeps them) come after the controls,
+    round after round, the perturbations in the spec's order within a round."""
     jobs: list[ReplayJob] = []
     steps: dict[str, int] = {}
     left_out: dict[str, int] = {}
@@ -85,9 +179,28 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
         return payloads[trace.trace_id]
 
     keyed = sample_ids(traces)
+    layouts = adaptive_layouts(spec, traces, rounds)
+
+    def place(layout: AdaptiveLayout, round_: int) -> None:
+        p = layout.perturbation
+        for r, step, level, index, repeat in layout.placed:
+            if r != round_:
+                continue
+            trace = layout.order[index]
+            job_id = f"{p.id}/{step}/{trace.trace_id}/{repeat}"
+            steps[job_id] = step
+            jobs.append(ReplayJob(
+                job_id=job_id, seq=len(jobs), trace=payload(trace), perturbation_id=f"{p.id}#{step}", node=p.node,
+                occurrence=p.occurrence, op=p.op, params=p.level_params(level), repeat=repeat,
+                sample_id=keyed[trace.trace_id],
+            ))
+
     for p in spec.perturbations:
         chosen = select_traces(spec, p, traces)
         left_out[p.id] = len(traces) - len(chosen)
+        if p.id in layouts:
+            place(layouts[p.id], 0)
+            continue
         parameter_sets = p.steps()
         repeats = p.repeats or spec.replay.repeats
         for step, params in enumerate(parameter_sets):
@@ -111,6 +224,10 @@ def expand_jobs(spec: CampaignSpec, traces: Sequence[Trace]) -> tuple[list[Repla
                     occurrence=control.occurrence, op=control.op, params={}, repeat=r,
                     sample_id=keyed[trace.trace_id],
                 ))
+    last = max((len(layout.plans) for layout in layouts.values()), default=0)
+    for round_ in range(1, last):
+        for layout in layouts.values():
+            place(layout, round_)
     return jobs, steps, left_out
 
 

@@ -13,7 +13,9 @@ never duplicated. ``--retry-failed`` removes the rows of failed replays first
 
 Beside the replays the ledger keeps what each perturbation's replays were made with
 (:mod:`quiver.experiments._campaign.identity`), so that a resume never reuses replays
-of a perturbation whose parameters, files or code have changed since.
+of a perturbation whose parameters, files or code have changed since; and every round an
+adaptive ladder decided (:mod:`quiver._interventional.dose`), written before the round's
+replays run, so that a resumed or distributed campaign takes the same rounds.
 
 Every read and write goes through one layer that turns what SQLite, the JSON decoder or
 a row without its keys raise into :class:`LedgerError`: a damaged ledger (truncated,
@@ -54,6 +56,13 @@ CREATE TABLE IF NOT EXISTS replays (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS identities (perturbation TEXT PRIMARY KEY, identity TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rounds (
+    perturbation TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    plan TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (perturbation, round)
+);
 """
 
 _ADDED_COLUMNS = (("failed", "INTEGER"), ("crc", "INTEGER"))
@@ -283,7 +292,36 @@ class Ledger:
             out[str(perturbation)] = value
         return out
 
+    def rounds(self) -> dict[str, list[dict[str, Any]]]:
+        """The rounds of adaptive searches decided so far: perturbation id -> its plans
+        (JSON objects), in round order from round 1 (round 0 follows from the spec)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for perturbation, round_, text, crc in self._query(
+                "SELECT perturbation, round, CAST(plan AS BLOB), crc FROM rounds ORDER BY perturbation, round"):
+            where = f"round {round_} of {perturbation!r}"
+            if zlib.crc32(text) != crc:
+                raise self.damaged(f"the {where} does not match its checksum")
+            with self._guard():
+                plan = json.loads(text.decode("utf-8"))
+                if not isinstance(plan, dict) or plan.get("round") != round_:
+                    raise ValueError(f"the {where} is not a round's plan")
+            plans = out.setdefault(str(perturbation), [])
+            if round_ != len(plans) + 1:
+                raise self.damaged(f"the rounds of {perturbation!r} skip from {len(plans)} to {round_}")
+            plans.append(plan)
+        return out
+
     # -- writes --------------------------------------------------------------------
+    def add_rounds(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Record the next round of adaptive searches, ``(perturbation id, plan)`` each, in
+        one transaction, before any of its replays runs: a resumed campaign takes the same
+        rounds instead of deciding them again."""
+        rows = []
+        for perturbation, plan in items:
+            raw = json.dumps(plan, sort_keys=True).encode("utf-8")
+            rows.append((perturbation, int(plan["round"]), raw.decode("utf-8"), zlib.crc32(raw)))
+        self._changes("INSERT INTO rounds (perturbation, round, plan, crc) VALUES (?, ?, ?, ?)", rows)
+
     def commit(self, items: Sequence[tuple[str, int, dict[str, Any] | str] | tuple[str, int, dict[str, Any], str]]
                ) -> int:
         """Write finished replays in one transaction: ``(job_id, seq, data)``, ``data`` a

@@ -12,6 +12,7 @@ every executor, in any order of completion and after a resume, so the numbers ar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -24,21 +25,21 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._interventional import CampaignGraph, PairRow, campaign_estimates, pair_results
+from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_estimates, pair_results
 from quiver._observational import Profile
 from quiver._progress import Progress
 from quiver._report import campaign_markdown, write_html
 from quiver._trace import Trace, TraceWriter
 from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
 
-from .jobs import controls, distinct
+from .jobs import AdaptiveLayout, controls, distinct
 from .ledger import Ledger
 
 if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
 
-__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "write_summary", "failure_reason", "failures_json",
-           "failure_lines", "replay_failure", "replay_failures_logged"]
+__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "finished_rounds", "write_summary", "failure_reason",
+           "failures_json", "failure_lines", "replay_failure", "replay_failures_logged"]
 
 PAIR_CHUNK = 256
 """Replays turned into pair rows per ``pair_results`` call (one embedding pass over
@@ -189,14 +190,16 @@ class Pairer(threading.Thread):
 
 
 def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,
-                  traces: list[Trace], graph: PipelineGraph) -> None:
+                  traces: list[Trace], graph: PipelineGraph,
+                  layouts: Mapping[str, AdaptiveLayout] | None = None) -> None:
     """``pairs.jsonl``, ``campaign.json`` and ``report.md`` of a finished campaign from its
-    pair rows (in job order) and the graph they were paired with; the result's counts
-    from the rows."""
+    pair rows (in job order) and the graph they were paired with (``layouts``: the rounds
+    of its adaptive ladders); the result's counts from the rows."""
     spec, out = run.spec, run.out
     _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
-    perturbations = run.redactor.data([{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None}
+    perturbations = run.redactor.data([{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None,
+                                        **_adaptive_entry(p.id, layouts)}
                                        for p in spec.perturbations])  # params may hold what the run redacts
     control_rows = [c.to_json() for c in distinct(of)]
     estimates = campaign_estimates(
@@ -227,6 +230,27 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     for r in rows:
         result.retries.update(r.retries or {})
     result.llm_calls = sum(sum(r.llm_calls.values()) for r in rows)
+
+
+def _adaptive_entry(pid: str, layouts: Mapping[str, AdaptiveLayout] | None) -> dict[str, Any]:
+    """``{"adaptive": {settings, levels, rounds}}`` of an adaptive ladder (else nothing)."""
+    layout = (layouts or {}).get(pid)
+    if layout is None:
+        return {}
+    return {"adaptive": {"settings": dataclasses.asdict(layout.perturbation.adaptive_settings()),
+                         "levels": list(layout.levels), "rounds": [plan.to_json() for plan in layout.plans]}}
+
+
+def finished_rounds(out: Path) -> dict[str, list[RoundPlan]]:
+    """The rounds (from round 1) of the adaptive ladders of the campaign whose results are
+    in ``out`` (its ``campaign.json``), as a resume of a finished campaign needs them to
+    know its jobs; empty when there is none or the file cannot be read."""
+    try:
+        data = json.loads((out / "campaign.json").read_text(encoding="utf-8"))
+        return {str(p["id"]): [RoundPlan.from_json(r) for r in p["adaptive"]["rounds"][1:]]
+                for p in data["perturbations"] if isinstance(p, dict) and p.get("adaptive")}
+    except (OSError, ValueError, KeyError, TypeError, QuiverError):
+        return {}
 
 
 def _unseen_llm_nodes(spec: Any, traces: list[Trace]) -> dict[str, list[str]]:

@@ -52,7 +52,7 @@ from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
-from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, seen_part
+from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, RoundPlan, adaptive_curve, seen_part
 from quiver._observational import Profile, analyze
 from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
@@ -74,7 +74,7 @@ from quiver.replay import (
 from .checks import check_baseline, check_spec
 from .committer import LedgerCommitter
 from .identity import campaign_identities, stored_identity
-from .jobs import expand_jobs
+from .jobs import AdaptiveLayout, adaptive_layouts, controls, expand_jobs
 from .ledger import Ledger
 from .resume import FINISHED, check_baseline_identity, finished, mark_finished, resume_state, unmark_finished
 
@@ -325,19 +325,31 @@ class CampaignRun:
                 source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
                 check_baseline_identity(ledger, traces, self.skipped, source)
                 runner.start()  # its workers start up while the baseline is analysed
-                jobs, steps, left_out = expand_jobs(self.spec, traces)
+                rounds = self._recorded_rounds(ledger)
+                jobs, steps, left_out = expand_jobs(self.spec, traces, rounds)
                 identities = self._identities(traces)
                 resumed = resume_state(ledger, jobs, traces, identities, self.path, source, retry_failed=retry_failed)
                 unmark_finished(out)  # the results may be written again from here on
                 profile = self.observational_profile(traces, self.graph(traces))
                 graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
+                done, spent = resumed.done, [0, 0]
                 with replay_failures_logged(out / "campaign.log"):  # counted by reason, not one line each
-                    rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
-                                             done=resumed.done)
+                    while True:  # once, or once per round of the adaptive ladders
+                        rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
+                                                 done=done, spent=spent)
+                        if not rows.result.complete:
+                            break
+                        layouts = self._next_rounds(ledger, traces, rounds, rows.rows, profile, graph.graph)
+                        if not any(layout.plans[-1].add for layout in layouts.values()):
+                            break
+                        done = ledger.done()
+                        jobs, steps, left_out = expand_jobs(self.spec, traces, rounds)
                 result = rows.result
+                result.resumed = len(resumed.done)
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
-                    write_results(self, rows.rows, profile, result, traces, graph.graph)
+                    write_results(self, rows.rows, profile, result, traces, graph.graph,
+                                  adaptive_layouts(self.spec, traces, rounds))
                     campaign_attribution(self.spec, self.fn, self._client(), traces, out)  # its attribution: block
         except Exception:
             if ledger is not None and not resume and len(ledger) == 0:
@@ -361,6 +373,62 @@ class CampaignRun:
             mark_finished(out, jobs, identities, [name for name in RESULT_FILES if (out / name).is_file()])
         return result
 
+    def _recorded_rounds(self, ledger: Ledger) -> dict[str, list[RoundPlan]]:
+        """The rounds of the adaptive ladders the ledger holds (a resume takes them as they are).
+
+        Raises:
+            QuiverError: Rounds of a perturbation the spec no longer searches adaptively.
+            LedgerError: A round that is not a plan.
+        """
+        adaptive = {p.id for p in self.spec.perturbations if p.adaptive is not None}
+        out: dict[str, list[RoundPlan]] = {}
+        for pid, plans in ledger.rounds().items():
+            if pid not in adaptive:
+                raise QuiverError(f"{ledger.path} holds rounds of an adaptive ladder of perturbation {pid!r}, which "
+                                  "the spec no longer searches adaptively: restore the spec, or run the campaign "
+                                  "into another output folder (--output DIR)")
+            try:
+                out[pid] = [RoundPlan.from_json(plan, where=f"round {k + 1} of {pid}") for k, plan in enumerate(plans)]
+            except QuiverError as exc:
+                raise ledger.damaged(str(exc)) from None
+        return out
+
+    def _next_rounds(self, ledger: Ledger, traces: list[Trace], rounds: dict[str, list[RoundPlan]],
+                     rows: list[PairRow], profile: Profile, graph: PipelineGraph) -> dict[str, AdaptiveLayout]:
+        """Decide the next round of every adaptive ladder still searching, from the pairs so
+        far, and record it in the ledger (before any of its replays runs); ``rounds`` gets
+        it too. Returns the layouts of the ladders that go on (their last plan: the new round)."""
+        spec = self.spec
+        layouts = adaptive_layouts(spec, traces, rounds)
+        going = {pid: layout for pid, layout in layouts.items() if layout.stopped is None}
+        if not going:
+            return {}
+        of = controls(spec, traces)
+        by_id: dict[str, list[PairRow]] = {}
+        for row in rows:
+            by_id.setdefault(row.perturbation_id, []).append(row)
+        decided = []
+        for pid, layout in going.items():
+            p = layout.perturbation
+            settings = p.adaptive_settings()
+            control = of.get(pid)
+            curve = adaptive_curve(by_id.get(pid, []), by_id.get(control.id, []) if control else [],
+                                   profile.table, layout.levels, settings.event, settings.param,
+                                   resamples=spec.analysis.resamples, seed=spec.analysis.seed)
+            plan = layout.next_plan(curve)
+            layout.add(plan)
+            rounds.setdefault(pid, []).append(plan)
+            decided.append((pid, plan.to_json()))
+            self._say(f"{pid}: round {plan.round}: "
+                      + (f"stops ({plan.stop})" if plan.stop else
+                         f"{sum(n for _, n in plan.add)} replays at {len(plan.add)} levels ({plan.reason})"))
+        ledger.add_rounds(decided)
+        return going
+
+    def _say(self, line: str) -> None:
+        if self.stream is not None:
+            print(line, file=self.stream, flush=True)
+
     def _identities(self, traces: list[Trace]) -> dict[str, dict[str, Any]]:
         """Every perturbation's and control's identity, as the ledger keeps it."""
         return {pid: stored_identity(identity, self.redactor) for pid, identity
@@ -379,7 +447,9 @@ class CampaignRun:
             traces, skipped = read_corpus([source], lambda line: None)  # each named when the campaign ran
         except QuiverError:
             return None
-        held = finished(out, expand_jobs(spec, traces)[0], self._identities(traces))
+        from .results import finished_rounds
+
+        held = finished(out, expand_jobs(spec, traces, finished_rounds(out))[0], self._identities(traces))
         if held is None:
             return None
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))  # whole: finished() says so
@@ -412,7 +482,7 @@ class CampaignRun:
 
     def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
                      traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
-                     executor: Executor, *, done: set[str]) -> _Replayed:
+                     executor: Executor, *, done: set[str], spent: list[int]) -> _Replayed:
         from .results import Pairer, replay_failure
 
         spec, out = self.spec, self.out
@@ -437,7 +507,8 @@ class CampaignRun:
                 result.budget_stop = _budget_reached(budget, spent[0], spent[1])
             return hit
 
-        spent = [0, 0]  # LLM calls and tokens of the replays finished, committed or not yet: what the budget holds
+        # spent: LLM calls and tokens of the replays finished, committed or not yet, by this run (all
+        # its rounds): what the budget holds
 
         def finished(job_id: str, data: dict[str, Any]) -> None:
             if "error" not in data:

@@ -38,14 +38,25 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
-from quiver.perturbations import OperatorError, expand_ladder, expand_variants, get_operator, make_operator
+from quiver._interventional import AdaptiveSettings, coarse_levels
+from quiver.perturbations import (
+    Magnitude,
+    OperatorError,
+    expand_ladder,
+    expand_variants,
+    get_operator,
+    magnitude_of,
+    make_operator,
+)
 from quiver.replay._replayer import DIMENSIONS, Dimension
 
 from .record import SEED_MAX, RecordSpec, _Spec
 
 __all__ = [
+    "AdaptiveSpec",
+    "AdaptiveLadder",
     "PerturbationSpec",
     "GateSpec",
     "SelectSpec",
@@ -63,6 +74,57 @@ MAX_STEPS = 10_000
 """The most parameter sets (ladder steps, times variants) one perturbation may replay with."""
 
 
+class AdaptiveSpec(_Spec):
+    """An adaptive ladder: levels of one operator parameter placed in rounds where the
+    excess path-change rate crosses from 0 to clearly above it and to half its plateau
+    (:mod:`quiver._interventional.dose` says how), until the intervals are narrower than
+    ``resolution`` or ``max_replays`` are spent. Written ``ladder: {adaptive: {...}}``."""
+
+    param: str = Field(min_length=1)
+    """The parameter searched: one the operator declares as its magnitude (``list_edit``:
+    fraction, count; ``numeric_edit``: amount; ``text_edit``: temperature, count;
+    ``prompt_swap``: level, over its ordered ``variants``; ``param_change``: temperature,
+    top_p)."""
+    range: list[float] | None = Field(default=None, min_length=2, max_length=2)
+    """``[lo, hi]``, within the parameter's declared range (default: the declared range,
+    when it is bounded). A real parameter's ``lo`` is the zero dose the control replays
+    stand for and is not replayed itself; a whole-number parameter's every value is a dose."""
+    resolution: float = Field(gt=0)
+    """The width at which the search stops: the midpoint's interval and the levels
+    around it, and the onset's bracket (for a whole-number parameter at least 1)."""
+    max_replays: int = Field(default=2000, ge=1, le=10_000_000)
+    """The most replays the search spends, all rounds included, in [1, 10000000]."""
+    coarse: int = Field(default=5, ge=2, le=100)
+    """The levels of the first (coarse) round, evenly over the range, in [2, 100]."""
+    pairs: int = Field(default=20, ge=1, le=1_000_000)
+    """The replays a new level gets in its round (the selected traces in turn, then again
+    with the next repeat), in [1, 1000000]."""
+    event: Literal["D_shape", "D_iter"] = "D_shape"
+    """The path change the search follows (the curves of both are reported)."""
+    max_rounds: int = Field(default=10, ge=1, le=1000)
+    """The most rounds after the coarse one, in [1, 1000]."""
+
+    @model_validator(mode="after")
+    def _range(self) -> AdaptiveSpec:
+        if self.range is not None and not self.range[0] < self.range[1]:
+            raise ValueError(f"range [{self.range[0]}, {self.range[1]}]: the low end must be below the high end")
+        return self
+
+
+class AdaptiveLadder(_Spec):
+    """``ladder: {adaptive: {...}}``."""
+
+    adaptive: AdaptiveSpec
+    """The adaptive search (see :class:`AdaptiveSpec`)."""
+
+
+def _ladder_kind(value: Any) -> str:
+    """Which kind of ladder a spec gives: adaptive (a mapping with that key) or listed steps
+    (the tags are no keys of a spec, so that error locations leave them out)."""
+    adaptive = isinstance(value, AdaptiveLadder) or (isinstance(value, dict) and "adaptive" in value)
+    return "adaptive ladder" if adaptive else "listed steps"
+
+
 class PerturbationSpec(_Spec):
     """One perturbation: an operator applied at one node call of every selected trace."""
 
@@ -78,9 +140,15 @@ class PerturbationSpec(_Spec):
     points."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters (``quiver replay --help`` and the README list them)."""
-    ladder: dict[str, Annotated[list[Any], Field(min_length=1, max_length=10_000)]] | None = None
+    ladder: Annotated[
+        Annotated[AdaptiveLadder, Tag("adaptive ladder")]
+        | Annotated[dict[str, Annotated[list[Any], Field(min_length=1, max_length=10_000)]], Tag("listed steps")],
+        Discriminator(_ladder_kind),
+    ] | None = None
     """A magnitude ladder: a parameter and its steps (``{count: [1, 2, 3, 5]}``), one
-    replay per step; several keys give their product."""
+    replay per step, several keys giving their product; or an adaptive search of one
+    parameter (``{adaptive: {param: fraction, range: [0, 1], resolution: 0.02}}``, see
+    :class:`AdaptiveSpec`)."""
     repeats: int | None = Field(default=None, ge=1, le=100_000)
     """Replays per (trace, step) for this perturbation, in [1, 100000] (default: ``replay.repeats``)."""
 
@@ -90,7 +158,9 @@ class PerturbationSpec(_Spec):
             variants = len(expand_variants(self.op, self.params))
         except OperatorError as exc:
             raise ValueError(str(exc)) from None
-        size = variants * math.prod(len(steps) for steps in (self.ladder or {}).values())
+        if self.adaptive is not None:
+            self._check_adaptive(variants)
+        size = variants * math.prod(len(steps) for steps in self.listed_ladder().values())
         if size > MAX_STEPS:
             raise ValueError(f"{size} parameter sets (variants x the product of the ladder's lists); at most "
                              f"{MAX_STEPS} are allowed: split it into several perturbations")
@@ -109,25 +179,92 @@ class PerturbationSpec(_Spec):
         try:
             get_operator(self.op).Params.model_validate(params, strict=True)
         except ValidationError as exc:
-            ladder = self.ladder or {}
+            ladder = self.listed_ladder()
+            adaptive = self.adaptive.param if self.adaptive is not None else None
             located = []
             for error in exc.errors(include_url=False):
                 if not error["type"].endswith(("_type", "_parsing")):
                     continue  # the operator's own checks passed above: only a type is wrong
                 loc = tuple(error["loc"])
-                place = ("ladder", *loc) if loc and loc[0] in ladder else ("params", *loc)
+                place = (("ladder", *loc) if loc and loc[0] in ladder else
+                         ("ladder", "adaptive", "range") if loc and loc[0] == adaptive else ("params", *loc))
                 located.append({"type": error["type"], "loc": place, "input": error["input"],
                                 **({"ctx": error["ctx"]} if "ctx" in error else {})})
             if located:
                 raise ValidationError.from_exception_data(exc.title, located) from None  # type: ignore[arg-type]
 
+    @property
+    def adaptive(self) -> AdaptiveSpec | None:
+        """The adaptive search, when the ladder is one."""
+        return self.ladder.adaptive if isinstance(self.ladder, AdaptiveLadder) else None
+
+    def listed_ladder(self) -> dict[str, list[Any]]:
+        """The ladder's lists of steps (none for an adaptive ladder)."""
+        return {} if self.ladder is None or isinstance(self.ladder, AdaptiveLadder) else self.ladder
+
     def steps(self) -> list[dict[str, Any]]:
-        """The parameter sets this perturbation replays with: variants x ladder steps."""
+        """The parameter sets this perturbation replays with: variants x ladder steps; for
+        an adaptive ladder, the coarse round's levels (later rounds place their own)."""
+        if self.adaptive is not None:
+            return [self.level_params(x) for x in coarse_levels(self.adaptive_settings())]
         try:
             return [step for variant in expand_variants(self.op, self.params)
-                    for step in expand_ladder(variant, self.ladder)]
+                    for step in expand_ladder(variant, self.listed_ladder())]
         except OperatorError as exc:
             raise ValueError(str(exc)) from None
+
+    def level_params(self, level: float) -> dict[str, Any]:
+        """The operator's parameters at one level of the adaptive search."""
+        settings = self.adaptive_settings()
+        return {**self.params, settings.param: settings.level(level)}
+
+    def adaptive_settings(self) -> AdaptiveSettings:
+        """The adaptive search as the engine runs it (the range made concrete).
+
+        Raises:
+            ValueError: The perturbation has no adaptive ladder, or its parameter no range.
+        """
+        a = self.adaptive
+        if a is None:
+            raise ValueError(f"perturbation {self.id!r} has no adaptive ladder")
+        declared = self._magnitude()
+        lo, hi = a.range if a.range is not None else (declared.lo, declared.hi)
+        if lo is None or hi is None:
+            raise ValueError(f"ladder.adaptive.range: {declared} is unbounded; give the range to search, "
+                             f"e.g. range: [0, 1]")
+        return AdaptiveSettings(param=a.param, lo=float(lo), hi=float(hi), resolution=a.resolution,
+                                max_replays=a.max_replays, coarse=a.coarse, pairs=a.pairs, integer=declared.integer,
+                                event=a.event, max_rounds=a.max_rounds)
+
+    def _magnitude(self) -> Magnitude:
+        assert self.adaptive is not None
+        try:
+            return magnitude_of(self.op, self.adaptive.param, self.params)
+        except OperatorError as exc:
+            raise ValueError(f"ladder.adaptive.param: {exc}") from None
+
+    def _check_adaptive(self, variants: int) -> None:
+        """The searched parameter is the operator's, not also in params, over a range it may take."""
+        a = self.adaptive
+        assert a is not None
+        if a.param in self.params:
+            raise ValueError(f"ladder.adaptive.param: '{a.param}' is also given in params ({self.params[a.param]!r}); "
+                             "the search sets it: take it out of params")
+        if variants > 1:
+            raise ValueError(f"ladder.adaptive: the params give {variants} variants; an adaptive search takes one "
+                             "parameter set (for prompt_swap over ordered variants, search param: level)")
+        if self.repeats is not None:
+            raise ValueError("repeats: an adaptive ladder places its own replays (ladder.adaptive.pairs per new "
+                             "level, then more where it needs them); take repeats out")
+        declared = self._magnitude()
+        settings = self.adaptive_settings()
+        for end, value in (("low", settings.lo), ("high", settings.hi)):
+            inside = declared.contains(value) or (end == "low" and declared.lo_open and value == declared.lo)
+            if not inside:
+                raise ValueError(f"ladder.adaptive.range: the {end} end {value:g} is outside {declared}")
+        if declared.integer and a.resolution < 1:
+            raise ValueError(f"ladder.adaptive.resolution: {a.resolution:g}; '{a.param}' takes whole numbers, so "
+                             "the resolution is at least 1")
 
 
 class SelectSpec(_Spec):
