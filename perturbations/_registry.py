@@ -16,7 +16,7 @@ to the noise floor. A *binary* operator (``binary = True``: ``override``, ``bool
 ``categorical_flip``) is decided by value: the pair is a no-op when the baseline already
 had the value the operator forces (:meth:`Operator.is_noop`: the perturbed output equals
 the recorded one). A *continuous* operator (``binary = False``: ``list_edit``,
-``text_edit``, ``prompt_swap``, ``param_change``) is decided by magnitude: the pair is
+``numeric_edit``, ``text_edit``, ``prompt_swap``, ``param_change``) is decided by magnitude: the pair is
 effective iff the target's own distance ``d_i > eps``, which the replayer measures.
 
 **Registry.** Operators register by class decorator, and every result records what was

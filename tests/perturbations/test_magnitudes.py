@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from fuzzing import FUZZ, time_limit, tried
+from hypothesis import given, settings, strategies as st
 
 from quiver._errors import SpecError
 from quiver._trace import Trace, iter_traces
@@ -548,3 +550,36 @@ def test_a_campaign_identifies_a_leveled_swap_by_every_variant_file(mag: Mag) ->
     finally:
         (mag.folder / "harsh.txt").write_text(VARIANTS["harsh.txt"])
     assert again["files"]["harsh.txt"] != before  # a level not applied yet still changes the identity
+
+
+# --------------------------------------------------------------------------- fuzz: the range is the validation
+
+RANGES = [
+    ("list_edit", "fraction", {"action": "remove"}), ("list_edit", "count", {"action": "truncate"}),
+    ("numeric_edit", "amount", {"action": "scale"}), ("numeric_edit", "amount", {"action": "shift"}),
+    ("text_edit", "count", {"action": "add_keyword", "keywords": ["a", "b", "c"]}),
+    ("text_edit", "temperature", {"action": "paraphrase"}),
+    ("prompt_swap", "level", {"variants": ["a", "b", "c", "d"]}),
+    ("param_change", "temperature", {}), ("param_change", "top_p", {}),
+]
+
+
+@settings(parent=FUZZ, max_examples=300)
+@given(case=st.sampled_from(RANGES), value=st.one_of(
+    st.integers(-3, 6), st.floats(-3, 6, allow_nan=False),
+    st.sampled_from([0, 1, 2, 3]).flatmap(lambda end: st.sampled_from([end - 1e-9, end, end + 1e-9])),
+))
+def test_fuzz_a_level_is_in_the_declared_range_iff_the_operator_accepts_it(
+    case: tuple[str, str, dict[str, Any]], value: float,
+) -> None:
+    tried("magnitudes")
+    op, param, params = case
+    with time_limit():
+        magnitude = magnitude_of(op, param, params)
+        try:
+            make_operator(op, {**params, param: value})
+            accepted = True
+        except OperatorError as exc:
+            assert param in str(exc) and "\n" not in str(exc)
+            accepted = False
+    assert magnitude.contains(value) == accepted, (op, param, value, str(magnitude))
