@@ -155,7 +155,7 @@ class PerturbationSpec(_Spec):
     @model_validator(mode="after")
     def _operator(self) -> PerturbationSpec:
         try:
-            variants = len(expand_variants(self.op, self.params))
+            variants = len(expand_variants(self.op, self.params, self._laddered()))
         except OperatorError as exc:
             raise ValueError(str(exc)) from None
         if self.adaptive is not None:
@@ -198,6 +198,10 @@ class PerturbationSpec(_Spec):
         """The adaptive search, when the ladder is one."""
         return self.ladder.adaptive if isinstance(self.ladder, AdaptiveLadder) else None
 
+    def _laddered(self) -> list[str]:
+        """The parameters the ladder sets (a prompt_swap's laddered level keeps its variants together)."""
+        return [self.adaptive.param] if self.adaptive is not None else list(self.listed_ladder())
+
     def listed_ladder(self) -> dict[str, list[Any]]:
         """The ladder's lists of steps (none for an adaptive ladder)."""
         return {} if self.ladder is None or isinstance(self.ladder, AdaptiveLadder) else self.ladder
@@ -208,7 +212,7 @@ class PerturbationSpec(_Spec):
         if self.adaptive is not None:
             return [self.level_params(x) for x in coarse_levels(self.adaptive_settings())]
         try:
-            return [step for variant in expand_variants(self.op, self.params)
+            return [step for variant in expand_variants(self.op, self.params, self._laddered())
                     for step in expand_ladder(variant, self.listed_ladder())]
         except OperatorError as exc:
             raise ValueError(str(exc)) from None
