@@ -48,7 +48,8 @@ def _columns(rows: list[tuple[int, int, bool]]) -> Columns:
     groups = [f"in-{i:03d}" for i in range(INPUTS)]
     group = np.array([r[1] for r in rows], dtype=np.int64)
     return Columns(groups=groups, group=group, trace=[groups[g] for g in group],
-                   step=np.array([r[0] for r in rows], dtype=np.int64), stratum=np.array(["effective"] * n, dtype=object),
+                   step=np.array([r[0] for r in rows], dtype=np.int64),
+                   stratum=np.array(["effective"] * n, dtype=object),
                    magnitude=np.full(n, 0.5), d_iter=event, d_shape=event, d_output=event, d_struct=event, d={})
 
 
