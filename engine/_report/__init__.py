@@ -2,6 +2,7 @@
 
 * ``markdown``: the observational report and the number formatting every report shares;
 * ``interventional``: the campaign report;
+* ``adaptive``: its section on adaptive ladders and their dose-response curves;
 * ``plots``: ratio distributions, the sigma matrix and the graph;
 * ``profile``: an observational profile written out (json, report, plots);
 * ``html``, ``pages``, ``svg``, ``summary``: ``report.html``, one self-contained page

@@ -6,7 +6,8 @@ the order an engineer reads it: per perturbation its divergence table in the sha
 the paper's Table 3 (observational next to the effective and no-op strata, with the
 downstream nodes' mean distances), the cascades across perturbations in the shape of
 Table 4, observational against interventional sigma at targetable edges, then the
-bifurcation thresholds and the negative-control verdicts. Every estimate is shown with
+bifurcation thresholds, the dose-response of adaptive ladders (:mod:`.adaptive`; only when
+there is one) and the negative-control verdicts. Every estimate is shown with
 its 95% interval and n, as ``campaign.json`` rounds it (6 decimals) and then to 3
 decimals, so that the report of the estimates and of their JSON read back are the same
 text; an undefined value is ``—``.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._stats import DASH, Estimate, fmt_n, rounded
 
+from .adaptive import adaptive_section
 from .markdown import ARROW, _table, fmt, fmt_est
 from .summary import SummaryRow, control_replay_count, summary_rows
 
@@ -308,7 +310,7 @@ def _negative_controls(c: CampaignEstimates) -> list[str]:
     return lines
 
 
-_SECTIONS = (_perturbations, _cascades, _validation, _betas, _negative_controls)
+_SECTIONS = (_perturbations, _cascades, _validation, _betas, adaptive_section, _negative_controls)
 
 
 def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> str:

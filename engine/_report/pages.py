@@ -11,6 +11,7 @@ from typing import Any
 from quiver._stats import DASH, fmt, fmt_n
 
 from . import svg
+from .adaptive import adaptive_charts
 from .html import cell, details, folded, markdown_html, page, png_img
 from .markdown import graph_edges, graph_nodes, render_report
 from .summary import SummaryRow, control_replay_count, summary_rows
@@ -161,6 +162,15 @@ def _dose(p: Any) -> str | None:
     return _figure(chart, note)
 
 
+def _adaptive(campaign: Any) -> list[str]:
+    """The dose-response curves of the adaptive ladders (nothing when there is none)."""
+    charts = adaptive_charts(campaign)
+    if not charts:
+        return []
+    return ["<h3>Adaptive ladders: excess over controls by dose</h3>",
+            '<div class="plots">' + "".join(_figure(chart, caption) for chart, caption in charts) + "</div>"]
+
+
 def _forest(campaign: Any) -> str:
     rows = []
     for p in campaign.perturbations:
@@ -233,6 +243,7 @@ def campaign_page(raw: Mapping[str, Any], profile: Mapping[str, Any] | None, fol
     doses = [d for p in c.perturbations if (d := _dose(p)) is not None]
     body += ["<h2>Dose-response</h2>", '<div class="plots">' + "".join(doses) + "</div>" if doses else
              "<p>No perturbation has magnitude bins.</p>"]
+    body += _adaptive(c)
     order = graph_nodes(profile) if profile else []
     body += ["<h2>Rates and cascades</h2>", '<div class="plots">' + _forest(c) + _cascade(c, order) + "</div>"]
     if profile:

@@ -9,6 +9,9 @@ pattern, and every mark of note carries a text label.
   the gate's arms), with an optional reference band and line;
 * :func:`dose_response`: an event rate per magnitude step with its interval, the
   control's rate per step (dashed, hatched band) and the threshold marked;
+* :func:`dose_curve`: an adaptive ladder's excess per dose with its interval, the
+  isotonic fit and its band, the onset with its bracket and the midpoint with its
+  interval marked;
 * :func:`heatmap`: a matrix with its value written in every cell;
 * :func:`graph`: a pipeline graph in topological layers.
 """
@@ -16,12 +19,13 @@ pattern, and every mark of note carries a text label.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from itertools import pairwise
 
-__all__ = ["Interval", "interval_chart", "dose_response", "Step", "heatmap", "graph", "GraphEdge"]
+__all__ = ["Interval", "interval_chart", "dose_response", "Step", "dose_curve", "Level", "Marker", "heatmap", "graph",
+           "GraphEdge"]
 
 INK = "#222222"
 GRID = "#dddddd"
@@ -284,6 +288,175 @@ def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band:
              _text(lx + 14, y + 4, "control replays, 95% CI", size=9.5),
              _line(lx, y + 18, lx + 11, y + 18, color=RED, width=2, dash="2 2"),
              _text(lx + 14, y + 22, "threshold (beta)", size=9.5)]
+    return _svg(name, title, width, height, body)
+
+
+# --------------------------------------------------------------------------- dose curve
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of an adaptive ladder's dose-response curve: its excess with the
+    interval and n, the fit there and the fit's band."""
+
+    dose: float
+    label: str
+    n: int
+    value: float | None
+    lo: float | None
+    hi: float | None
+    fit: float | None
+    band: tuple[float, float] | None
+    qualifies: bool
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A dose marked on a dose curve: a vertical line at ``dose`` labelled ``label``, and
+    the interval ``span`` (``(lo, hi)``) shaded behind it."""
+
+    dose: float
+    label: str
+    span: tuple[float, float] | None = None
+
+
+def _dose_domain(levels: Sequence[Level], marks: Sequence[Marker | None],
+                 x_range: tuple[float, float] | None) -> tuple[float, float]:
+    xs = [lv.dose for lv in levels] + [v for m in marks if m is not None for v in (m.dose, *(m.span or ()))]
+    xs += list(x_range or ())
+    lo, hi = min(xs, default=0.0), max(xs, default=1.0)
+    return (lo, hi) if hi - lo > 1e-12 else (lo - 0.5, hi + 0.5)
+
+
+def _excess_domain(levels: Sequence[Level], half: float | None) -> tuple[float, float]:
+    ys = [v for lv in levels for v in (lv.value, lv.lo, lv.hi, lv.fit, *(lv.band or ())) if v is not None]
+    ys += [half] if half is not None else []
+    lo, hi = min(ys + [0.0]), max(ys + [0.0])
+    return (lo, hi) if hi - lo > 1e-12 else (lo, lo + 1.0)
+
+
+def _span(xs: _Scale, mark: str, span: tuple[float, float], top: float, bottom: float, fill: str,
+          opacity: float = 1.0) -> str:
+    """The interval ``span`` of a marked dose, shaded across the plot's height."""
+    x0, x1 = xs(span[0]), xs(span[1])
+    return (f'<rect data-mark="{mark}-span" data-lo="{span[0]}" data-hi="{span[1]}" x="{_n(x0)}" y="{_n(top)}" '
+            f'width="{_n(max(1.0, x1 - x0))}" height="{_n(bottom - top)}" fill="{fill}" fill-opacity="{opacity}" '
+            'stroke="none"/>')
+
+
+def _vertical(xs: _Scale, m: Marker, top: float, bottom: float, color: str, dash: str, mark: str, label_y: float,
+              anchor: str) -> str:
+    x = xs(m.dose)
+    return (f'<g data-mark="{mark}" data-value="{m.dose}" data-x="{_n(x)}">'
+            + _line(x, top, x, bottom, color=color, width=2, dash=dash)
+            + _text(x + (4 if anchor == "start" else -4), label_y, m.label, size=10, anchor=anchor, color=color,
+                    weight="bold", extra=' paint-order="stroke" stroke="white" stroke-width="3"') + "</g>")
+
+
+def _curve_levels(xs: _Scale, ys: _Scale, levels: Sequence[Level]) -> list[str]:
+    """The band, the fit and the levels' excesses (area of the marker in proportion to n)."""
+    body = []
+    banded = [lv for lv in levels if lv.band is not None]
+    if banded:
+        upper = [f"{_n(xs(lv.dose))},{_n(ys(lv.band[1]))}" for lv in banded if lv.band is not None]
+        lower = [f"{_n(xs(lv.dose))},{_n(ys(lv.band[0]))}" for lv in reversed(banded) if lv.band is not None]
+        body.append(f'<polygon data-mark="band" points="{" ".join(upper + lower)}" fill="{BLUE}" fill-opacity="0.16" '
+                    f'stroke="{BLUE}" stroke-opacity="0.35" stroke-width="0.8"/>')
+    fitted = [f"{_n(xs(lv.dose))},{_n(ys(lv.fit))}" for lv in levels if lv.fit is not None]
+    if fitted:
+        body.append(f'<polyline data-mark="fit" points="{" ".join(fitted)}" fill="none" stroke="{BLUE}" '
+                    'stroke-width="2"/>')
+    largest = max((lv.n for lv in levels), default=1) or 1
+    for lv in levels:
+        if lv.value is None:
+            continue
+        x, r = xs(lv.dose), 2.5 + 3.5 * math.sqrt(max(lv.n, 0) / largest)
+        tip = f"{lv.label}: excess {lv.value:+.3f}" + (f" [{lv.lo:+.3f}, {lv.hi:+.3f}]" if lv.lo is not None
+                                                       and lv.hi is not None else "") + f", n = {lv.n:,}"
+        parts = [f'<g data-level="{lv.dose}" data-n="{lv.n}" data-value="{lv.value}" data-x="{_n(x)}">'
+                 f"<title>{_a(tip)}</title>"]
+        if lv.lo is not None and lv.hi is not None:
+            parts += [_line(x, ys(lv.lo), x, ys(lv.hi), color=INK, width=1.2),
+                      _line(x - 3, ys(lv.lo), x + 3, ys(lv.lo), color=INK, width=1.2),
+                      _line(x - 3, ys(lv.hi), x + 3, ys(lv.hi), color=INK, width=1.2)]
+        if lv.qualifies:
+            parts.append(f'<circle cx="{_n(x)}" cy="{_n(ys(lv.value))}" r="{_n(r)}" fill="{INK}" fill-opacity="0.8"/>')
+        else:
+            parts.append(f'<circle cx="{_n(x)}" cy="{_n(ys(lv.value))}" r="{_n(r)}" fill="white" stroke="{INK}" '
+                         'stroke-width="1.5"/>')
+        body.append("".join(parts) + "</g>")
+    return body
+
+
+def _curve_legend(name: str, x: float, y: float, half: float | None) -> list[str]:
+    """The legend, one row per kind of mark, from ``(x, y)`` down."""
+    def box(fill: str, opacity: float = 1.0, stroke: str = "none") -> Callable[[float], str]:
+        return lambda yy: (f'<rect x="{_n(x)}" y="{_n(yy - 6)}" width="11" height="11" fill="{fill}" '
+                           f'fill-opacity="{opacity}" stroke="{stroke}"/>')
+
+    rows: list[tuple[Callable[[float], str], str]] = [
+        (lambda yy: f'<circle cx="{_n(x + 5)}" cy="{_n(yy)}" r="4.5" fill="{INK}" fill-opacity="0.8"/>',
+         "excess, 95% CI above 0"),
+        (lambda yy: f'<circle cx="{_n(x + 5)}" cy="{_n(yy)}" r="4.5" fill="white" stroke="{INK}" stroke-width="1.5"/>',
+         "excess, 95% CI not above 0"),
+        (lambda yy: "", "(marker area in proportion to n)"),
+        (lambda yy: _line(x, yy, x + 11, yy, color=BLUE, width=2), "isotonic fit"),
+        (box(BLUE, 0.16, BLUE), "the fit's pointwise 95% band"),
+        (lambda yy: _line(x + 5, yy - 6, x + 5, yy + 5, color=RED, width=2, dash="4 3"), "onset"),
+        (box(f"url(#{name}-hatch)", stroke=RED), "its bracket (below, onset]"),
+        (lambda yy: _line(x + 5, yy - 6, x + 5, yy + 5, color=ORANGE, width=2), "midpoint"),
+        (box(ORANGE, 0.18), "its 95% interval"),
+    ]
+    if half is not None:
+        rows.append((lambda yy: _line(x, yy, x + 11, yy, color=GREY, width=1.5, dash="1 3"), "half the plateau"))
+    out = []
+    for i, (draw, text) in enumerate(rows):
+        yy = y + 17 * i
+        out += [draw(yy), _text(x + 16, yy + 4, text, size=9.5)]
+    return out
+
+
+def dose_curve(name: str, title: str, levels: Sequence[Level], *, x_label: str, y_label: str,
+               onset: Marker | None = None, midpoint: Marker | None = None, half: float | None = None,
+               x_range: tuple[float, float] | None = None) -> str:
+    """An adaptive ladder's dose-response: per level its excess over the controls as a
+    marker (filled where its interval lies above 0, area in proportion to n) with its
+    interval, the isotonic fit as a line through the levels with its pointwise band
+    shaded, the onset as a dashed red line with its bracket ``onset.span`` hatched, the
+    midpoint as an orange line with its interval shaded, and ``half`` (half the plateau)
+    as a dotted horizontal line. The x axis spans ``x_range`` (the searched range) and
+    every mark; the marks carry ``data-mark`` and ``data-value``, the levels
+    ``data-level`` and ``data-n``, and both ``data-x``, their position."""
+    left, plot_w, top, plot_h = 60, 520, 40, 230
+    width, height = left + plot_w + 230, top + plot_h + 56
+    bottom = top + plot_h
+    lo, hi = _dose_domain(levels, (onset, midpoint), x_range)
+    pad = (hi - lo) * 0.03
+    xs = _Scale(lo - pad, hi + pad, left, left + plot_w)
+    y_lo, y_hi = _excess_domain(levels, half)
+    ys = _Scale(y_lo, y_hi + (y_hi - y_lo) * 0.04, bottom, top)
+    body = [_HATCH.format(id=f"{name}-hatch", color=RED), _text(8, 16, title, size=12.5, weight="bold")]
+    body += _axis_y(ys, left, y_label, left + plot_w) + _axis_x(xs, bottom, x_label, top)
+    if onset is not None and onset.span is not None:
+        body.append(_span(xs, "onset", onset.span, top, bottom, f"url(#{name}-hatch)"))
+    if midpoint is not None and midpoint.span is not None:
+        body.append(_span(xs, "midpoint", midpoint.span, top, bottom, ORANGE, 0.18))
+    if y_lo < 0 < y_hi:
+        body.append(_line(left, ys(0.0), left + plot_w, ys(0.0), color=GREY, width=1))
+    if half is not None:
+        body.append(f'<g data-mark="half" data-value="{half}">'
+                    + _line(left, ys(half), left + plot_w, ys(half), color=GREY, width=1.5, dash="1 3")
+                    + _text(left + plot_w - 4, ys(half) - 4, f"plateau/2 = {half:.3f}", size=9.5, anchor="end",
+                            color=GREY) + "</g>")
+    if not levels:
+        body.append(_text(left + plot_w / 2, top + plot_h / 2, "no level has effective pairs with a reference",
+                          size=11, anchor="middle", color=GREY))
+    body += _curve_levels(xs, ys, levels)
+    if onset is not None:
+        body.append(_vertical(xs, onset, top, bottom, RED, "4 3", "onset", top - 4, "end"))
+    if midpoint is not None:
+        body.append(_vertical(xs, midpoint, top, bottom, ORANGE, "", "midpoint", top + 10, "start"))
+    body += _curve_legend(name, left + plot_w + 16, top + 6, half)
     return _svg(name, title, width, height, body)
 
 

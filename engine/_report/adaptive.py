@@ -1,0 +1,223 @@
+"""The dose-response of adaptive ladders in the campaign report: a Markdown section and
+the curves drawn for ``report.html``.
+
+An adaptive ladder (``ladder: {adaptive: {...}}``) searches one operator parameter, the
+dose, in rounds; ``campaign.json`` gives the perturbation an ``adaptive`` object
+(:class:`~quiver._interventional.AdaptiveEstimates`): per event its curve of excess
+path-change rates over the control replays, the isotonic fit with its band, the
+plateau, the midpoint (the dose at half the plateau) and the onset with its bracket
+``(below, onset]`` (see :mod:`quiver._interventional.dose`). A campaign without an
+adaptive ladder gets neither the section nor a curve.
+
+Estimates are written as the rest of the report writes them (``value [lo, hi]`` with 3
+decimals, excesses signed); a dose (a level, the onset and the level below it) is
+written with 3 decimals, or with as many as it has up to 6 (a level on a grid finer than
+0.001 stays exact), or as a whole number for a whole-number parameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from quiver._stats import DASH, Estimate, fmt, fmt_n
+
+from . import svg
+from .markdown import _table, fmt_est
+
+if TYPE_CHECKING:
+    from quiver._interventional import AdaptiveEstimates, CampaignEstimates, DoseResponse, PerturbationEstimates
+    from quiver._interventional.dose import RoundPlan
+
+__all__ = ["adaptive_section", "adaptive_charts", "fmt_dose", "TITLE"]
+
+TITLE = "Dose-response (adaptive ladders)"
+_CURVES = (("beta_shape", "D_shape"), ("beta_iter", "D_iter"))
+
+
+def fmt_dose(x: Any, *, integer: bool = False) -> str:
+    """A dose: a whole number for a whole-number parameter, else 3 decimals, or up to 6
+    when it has them (``—`` for none)."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return DASH
+    if integer:
+        return f"{round(x):,}"
+    text = f"{float(x):.6f}".rstrip("0")
+    head, _, tail = text.partition(".")
+    return fmt(x) if len(tail) <= 3 else f"{head}.{tail}"
+
+
+def _integer(a: AdaptiveEstimates) -> bool:
+    return bool(a.settings.get("integer"))
+
+
+def _est(e: Estimate, *, signed: bool = False) -> str:
+    return fmt_est(e.as_dict("x"), "x", signed=signed)
+
+
+def _curve(a: AdaptiveEstimates, key: str) -> DoseResponse:
+    return a.beta_shape if key == "beta_shape" else a.beta_iter
+
+
+def _same_curve(a: AdaptiveEstimates) -> bool:
+    """Whether the D_iter curve is the D_shape curve, level for level."""
+    return dataclasses.replace(a.beta_iter, event="D_shape") == a.beta_shape
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _onset(d: DoseResponse, integer: bool) -> str:
+    if d.onset is None:
+        return DASH
+    onset = fmt_dose(d.onset, integer=integer)
+    return f"{onset} in ({fmt_dose(d.below, integer=integer)}, {onset}]"
+
+
+def _note(d: DoseResponse) -> str:
+    notes = [d.reason] if d.reason else []
+    if d.midpoint.value is not None and d.midpoint.ci is None:
+        notes.append(f"no midpoint interval: defined in {fmt(d.defined)} of the resamples (under 0.950)")
+    return "; ".join(notes)
+
+
+def _summary(a: AdaptiveEstimates) -> list[str]:
+    integer = _integer(a)
+    rows = []
+    for key, event in _CURVES:
+        d = _curve(a, key)
+        rows.append([key, f"{event} > 0", _est(d.midpoint), fmt_n(d.midpoint.n), fmt(d.defined),
+                     _est(d.plateau, signed=True), _onset(d, integer), fmt(d.onset_d), _note(d)])
+    headers = ["beta", "event", "midpoint [95% CI]", "n", "defined", "plateau [95% CI]", "onset in (below, onset]",
+               "onset d_i", "note"]
+    return _table(headers, rows, "llrrrrrrl")
+
+
+def _known(known: Mapping[str, Any], integer: bool) -> str:
+    parts = []
+    if known.get("midpoint") is not None:
+        ci = known.get("midpoint_ci")
+        parts.append("midpoint " + fmt_est({"m": known["midpoint"], "m_ci": ci}, "m"))
+    if known.get("onset") is not None:
+        parts.append(f"onset in ({fmt_dose(known.get('below'), integer=integer)}, "
+                     f"{fmt_dose(known['onset'], integer=integer)}]")
+    if known.get("pairs") is not None:
+        parts.append(f"{fmt_n(known['pairs'])} pairs over {fmt_n(known.get('levels'))} levels")
+    return "; ".join(parts) or DASH
+
+
+def _round_row(r: RoundPlan, integer: bool) -> list[str]:
+    added = ", ".join(f"{fmt_dose(x, integer=integer)} ({fmt_n(n)})" for x, n in r.add) or DASH
+    reason = "; ".join(x for x in (r.reason, f"stop: {r.stop}" if r.stop else "") if x) or DASH
+    return [str(r.round), added, reason, _known(r.known, integer)]
+
+
+def _rounds(a: AdaptiveEstimates) -> list[str]:
+    integer = _integer(a)
+    return _table(["round", "levels added (replays)", "reason", "known when decided"],
+                  [_round_row(r, integer) for r in a.rounds], "rlll")
+
+
+def _points(a: AdaptiveEstimates, d: DoseResponse) -> list[str]:
+    integer = _integer(a)
+    rows = [[fmt_dose(x.level, integer=integer), fmt_n(x.n), fmt_n(x.inputs), fmt_n(x.n_events),
+             _est(x.excess, signed=True), fmt(x.fit, signed=True),
+             DASH if x.band is None else f"[{fmt(x.band[0], signed=True)}, {fmt(x.band[1], signed=True)}]",
+             "yes" if x.qualifies else "no"]
+            for x in d.points]
+    headers = [d.param, "n", "inputs", "events", "excess [95% CI]", "fit", "band", "qualifies"]
+    return _table(headers, rows, "rrrrrrrl")
+
+
+def _settings(a: AdaptiveEstimates) -> str:
+    s, integer = a.settings, _integer(a)
+    added = sum(1 for r in a.rounds if r.add)
+    stopped = f"stopped: {a.stopped}" if a.stopped else "the search did not finish"
+    return (f"Resolution {fmt_dose(s.get('resolution'), integer=integer)}; {fmt_n(a.replays)} replays of at most "
+            f"{fmt_n(s.get('max_replays'))} over {fmt_n(len(a.levels))} levels in {fmt_n(added)} round(s); "
+            f"{stopped}.")
+
+
+def _perturbation(p: PerturbationEstimates, a: AdaptiveEstimates) -> list[str]:
+    s, integer = a.settings, _integer(a)
+    lines = [f"### `{p.id}`: {a.beta_shape.param} of {p.op} at {p.node}, over "
+             f"[{fmt_dose(s.get('lo'), integer=integer)}, {fmt_dose(s.get('hi'), integer=integer)}]", "",
+             _settings(a), ""]
+    lines += _summary(a) + ["", f"`{p.id}` rounds:", ""] + _rounds(a) + [""]
+    for key, event in _CURVES:
+        if key == "beta_iter" and _same_curve(a):
+            lines += [f"`{p.id}` beta_iter curve ({event} excess over controls): the same as beta_shape's, level for "
+                      "level.", ""]
+            continue
+        lines += [f"`{p.id}` {key} curve ({event} excess over controls):", ""] + _points(a, _curve(a, key)) + [""]
+    return lines
+
+
+def adaptive_section(c: CampaignEstimates) -> list[str]:
+    """The report's section on adaptive ladders (none when no perturbation has one)."""
+    adaptive = [(p, p.adaptive) for p in c.perturbations if p.adaptive is not None]
+    if not adaptive:
+        return []
+    lines = [f"## {TITLE}", "",
+             "*How to read this:* an adaptive ladder searched one parameter of its operator (the dose) in rounds, "
+             "placing levels where the excess path-change rate over the control replays leaves 0 and where it "
+             "crosses half its plateau. Per level, the excess is the mean of the event minus its reference noise "
+             "rate (the control replays of the same trace), with its 95% interval; the curve is the isotonic "
+             "(non-decreasing) fit of the excesses, with its pointwise 95% band; the plateau is the fit at the "
+             "largest level. The *midpoint* is the dose at which the fit reaches half the plateau, with the "
+             "percentile interval of the refitted resamples (shown when at least 0.950 of them have one: "
+             "*defined*). The *onset* is the lowest level the step-down test reaches from the largest level while "
+             "a level's excess interval lies above 0: it lies in (below, onset]; onset d_i is the smallest target "
+             "change that bifurcated there. The plots are in `report.html`.", ""]
+    for p, a in adaptive:
+        lines += _perturbation(p, a)
+    return lines
+
+
+# --------------------------------------------------------------------------- the curves
+
+
+def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str) -> str:
+    d, integer = _curve(a, key), _integer(a)
+    levels = [svg.Level(x.level, f"{d.param} {fmt_dose(x.level, integer=integer)}", x.n, x.excess.value,
+                        x.excess.ci[0] if x.excess.ci else None, x.excess.ci[1] if x.excess.ci else None, x.fit,
+                        x.band, x.qualifies) for x in d.points]
+    onset = None
+    if d.onset is not None:
+        onset = svg.Marker(d.onset, f"onset {fmt_dose(d.onset, integer=integer)}",
+                           (d.below, d.onset) if d.below is not None else None)
+    midpoint = None
+    if d.midpoint.value is not None:
+        midpoint = svg.Marker(d.midpoint.value, f"midpoint {fmt(d.midpoint.value)}", d.midpoint.ci)
+    half = d.plateau.value / 2 if d.plateau.value is not None and d.plateau.value > 0 else None
+    lo, hi = a.settings.get("lo"), a.settings.get("hi")
+    span = (float(lo), float(hi)) if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else None
+    return svg.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
+                          x_label=f"{d.param} (the dose of {p.op} at {p.node})",
+                          y_label=f"excess {event} rate over controls", onset=onset, midpoint=midpoint, half=half,
+                          x_range=span)
+
+
+def _caption(d: DoseResponse, integer: bool) -> str:
+    mid = "no midpoint" if d.midpoint.value is None else f"midpoint {_est(d.midpoint)}"
+    onset = "no onset" if d.onset is None else f"onset {_onset(d, integer)}"
+    why = f" ({d.reason})" if d.reason else ""
+    return (f"Excess {d.event} rate over the control replays per level, with 95% intervals (marker area in "
+            f"proportion to n), the isotonic fit and its band; {mid}, {onset}{why}; dotted: half the plateau "
+            f"{_est(d.plateau, signed=True)}.")
+
+
+def adaptive_charts(c: CampaignEstimates) -> list[tuple[str, str]]:
+    """``(svg, caption)`` of every adaptive ladder's curves: D_shape's, and D_iter's when
+    it is not the same curve."""
+    out = []
+    for p in c.perturbations:
+        a = p.adaptive
+        if a is None:
+            continue
+        for key, event in _CURVES:
+            if key == "beta_iter" and _same_curve(a):
+                continue
+            out.append((_chart(p, a, key, event), _caption(_curve(a, key), _integer(a))))
+    return out
