@@ -133,7 +133,7 @@ class RoundPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"round": self.round, "add": [[x, n] for x, n in self.add], "reason": self.reason, "stop": self.stop,
-                "known": dict(self.known)}
+                "known": dict(sorted(self.known.items()))}  # as the ledger keeps it (sorted keys)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, where: str = "round") -> RoundPlan:

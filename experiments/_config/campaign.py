@@ -39,6 +39,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from quiver._interventional import AdaptiveSettings, coarse_levels
 from quiver.perturbations import (
@@ -116,6 +117,12 @@ class AdaptiveLadder(_Spec):
 
     adaptive: AdaptiveSpec
     """The adaptive search (see :class:`AdaptiveSpec`)."""
+
+
+def _located(loc: tuple[str, ...], message: str) -> ValidationError:
+    """A validation error at ``loc`` inside the perturbation (its spec line is that key's)."""
+    return ValidationError.from_exception_data("PerturbationSpec", [
+        {"type": PydanticCustomError("value_error", "{message}", {"message": message}), "loc": loc, "input": None}])
 
 
 def _ladder_kind(value: Any) -> str:
@@ -234,8 +241,8 @@ class PerturbationSpec(_Spec):
         declared = self._magnitude()
         lo, hi = a.range if a.range is not None else (declared.lo, declared.hi)
         if lo is None or hi is None:
-            raise ValueError(f"ladder.adaptive.range: {declared} is unbounded; give the range to search, "
-                             f"e.g. range: [0, 1]")
+            raise _located(("ladder", "adaptive", "param"), f"{declared} is unbounded; give the range to search, "
+                           "e.g. range: [0, 1]")
         return AdaptiveSettings(param=a.param, lo=float(lo), hi=float(hi), resolution=a.resolution,
                                 max_replays=a.max_replays, coarse=a.coarse, pairs=a.pairs, integer=declared.integer,
                                 event=a.event, max_rounds=a.max_rounds)
@@ -245,30 +252,30 @@ class PerturbationSpec(_Spec):
         try:
             return magnitude_of(self.op, self.adaptive.param, self.params)
         except OperatorError as exc:
-            raise ValueError(f"ladder.adaptive.param: {exc}") from None
+            raise _located(("ladder", "adaptive", "param"), str(exc)) from None
 
     def _check_adaptive(self, variants: int) -> None:
         """The searched parameter is the operator's, not also in params, over a range it may take."""
         a = self.adaptive
         assert a is not None
         if a.param in self.params:
-            raise ValueError(f"ladder.adaptive.param: '{a.param}' is also given in params ({self.params[a.param]!r}); "
-                             "the search sets it: take it out of params")
+            raise _located(("ladder", "adaptive", "param"), f"'{a.param}' is also given in params "
+                           f"({self.params[a.param]!r}); the search sets it: take it out of params")
         if variants > 1:
-            raise ValueError(f"ladder.adaptive: the params give {variants} variants; an adaptive search takes one "
-                             "parameter set (for prompt_swap over ordered variants, search param: level)")
+            raise _located(("ladder", "adaptive"), f"the params give {variants} variants; an adaptive search takes "
+                           "one parameter set (for prompt_swap over ordered variants, search param: level)")
         if self.repeats is not None:
-            raise ValueError("repeats: an adaptive ladder places its own replays (ladder.adaptive.pairs per new "
-                             "level, then more where it needs them); take repeats out")
+            raise _located(("repeats",), "an adaptive ladder places its own replays (ladder.adaptive.pairs per "
+                           "new level, then more where it needs them); take repeats out")
         declared = self._magnitude()
         settings = self.adaptive_settings()
         for end, value in (("low", settings.lo), ("high", settings.hi)):
             inside = declared.contains(value) or (end == "low" and declared.lo_open and value == declared.lo)
             if not inside:
-                raise ValueError(f"ladder.adaptive.range: the {end} end {value:g} is outside {declared}")
+                raise _located(("ladder", "adaptive", "range"), f"the {end} end {value:g} is outside {declared}")
         if declared.integer and a.resolution < 1:
-            raise ValueError(f"ladder.adaptive.resolution: {a.resolution:g}; '{a.param}' takes whole numbers, so "
-                             "the resolution is at least 1")
+            raise _located(("ladder", "adaptive", "resolution"), f"{a.resolution:g}; '{a.param}' takes whole "
+                           "numbers, so the resolution is at least 1")
 
 
 class SelectSpec(_Spec):

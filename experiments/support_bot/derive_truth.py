@@ -306,6 +306,7 @@ def describe_variants(records: list[dict[str, Any]], verbose: bool) -> dict[str,
             print(f"{r['d']:.3f} {r['style']:8s} {r['input']:34s} {'; '.join(r['moved'])}")
     return {
         "swaps": len(rows),
+        "inputs": len({r["input"] for r in rows}),
         "by_variant": {
             s: {"mean_d": round(sum(r["d"] for r in rows if r["style"] == s)
                                 / sum(r["style"] == s for r in rows), 4),
@@ -347,8 +348,14 @@ def describe_ladder(records: list[dict[str, Any]], verbose: bool) -> dict[str, A
             rows.append({"input": record["input_id"], "fragment": fragment, "n": len(base.found),
                          "d": round(1 / len(base.found), 4), "moves": moved})
     crossing = [r for r in rows if r["moves"]]
+    by_input: dict[str, list[bool]] = {}
+    for r in rows:
+        by_input.setdefault(r["input"], []).append(bool(r["moves"]))
     out: dict[str, Any] = {
-        "removals": len(rows), "moving": len(crossing),
+        "removals": len(rows), "moving": len(crossing), "inputs": len(by_input),
+        # one fragment removed at random, averaged over inputs (what a fraction ladder's
+        # smallest step measures: every list loses one fragment)
+        "moving_share_by_input": round(sum(sum(v) / len(v) for v in by_input.values()) / len(by_input), 4),
         "interventional_beta_shape": min(r["d"] for r in crossing) if crossing else None,
         "fragments_found": sorted({r["n"] for r in rows}),
     }

@@ -1,0 +1,94 @@
+"""``experiments/specs/support_bot_adaptive.yaml``: adaptive ladders on the support bot
+give thresholds consistent with ``truth.yaml``, with their intervals.
+
+* **The rewriter's prompt variants, in order of strength** (polite, verbose, terse: a
+  ladder over ``level``). truth.yaml says how many of the 70 answering inputs each variant
+  moves at every model's argmax (polite 0, verbose 12, terse 19): each level's excess
+  over the control replays must have an interval covering ``moves / 70`` (or lie within
+  0.05 of it, truth.yaml's tolerance). The onset is verbose, polite below it: the
+  threshold lies between polite's and verbose's mean rewriter distance, and truth.yaml's
+  threshold (0.094, the smallest distance of a swap that moves a decision) lies in that
+  bracket.
+* **The share of the initial discovery's fragments removed** (a ladder over ``fraction``).
+  The smallest fraction removes one fragment from every list, which at argmax moves a
+  decision in 24.5% of the cases, averaged over inputs (truth.yaml
+  ``moving_share_by_input``): the excess there must cover it, the onset is that smallest
+  level, and the smallest discovery distance that bifurcated at it is truth.yaml's
+  threshold (one fragment of six, 0.1667) within 0.05.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[2]
+SPEC = ROOT / "experiments" / "specs" / "support_bot_adaptive.yaml"
+TRUTH = yaml.safe_load((ROOT / "experiments" / "support_bot" / "truth.yaml").read_text())
+TOLERANCE = 0.05  # truth.yaml: an estimate within 0.05 of a stated value, or whose 95% CI covers it
+
+
+def _consistent(estimate: float, ci: list[float], truth: float) -> bool:
+    return ci[0] <= truth <= ci[1] or abs(estimate - truth) <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory, quiver_cli: list[str]) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("adaptive") / "support_bot_adaptive"
+    proc = subprocess.run([*quiver_cli, "run", str(SPEC), "--output", str(out), "--quiet"], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "campaign.json").read_text())
+    return {p["id"]: p for p in data["perturbations"]}
+
+
+def test_each_rewriter_variant_moves_as_many_inputs_as_truth_says(campaign: dict[str, Any]) -> None:
+    adaptive = campaign["rewriter-variants"]["adaptive"]
+    curve = adaptive["beta_shape"]
+    variants = TRUTH["rewriter"]["variants"]
+    inputs = TRUTH["rewriter"]["answering_inputs"]
+    expected = {0.0: variants["polite"]["moves"] / inputs, 1.0: variants["verbose"]["moves"] / inputs,
+                2.0: variants["terse"]["moves"] / inputs}
+    points = {p["level"]: p for p in curve["points"]}
+    assert sorted(points) == [0.0, 1.0, 2.0] and adaptive["stopped"] == "resolution reached"
+    for level, share in expected.items():
+        point = points[level]
+        assert point["inputs"] >= 60, point
+        assert _consistent(point["excess"], point["excess_ci"], share), (level, share, point)
+
+
+def test_the_rewriter_threshold_lies_between_polite_and_verbose(campaign: dict[str, Any]) -> None:
+    curve = campaign["rewriter-variants"]["adaptive"]["beta_shape"]
+    assert curve["onset"] == 1.0 and curve["below"] == 0.0
+    points = {p["level"]: p for p in curve["points"]}
+    below, onset = points[0.0]["mean_d"], points[1.0]["mean_d"]
+    assert below < TRUTH["rewriter"]["interventional_beta_shape"] <= onset + TOLERANCE, (below, onset)
+    assert abs(onset - TRUTH["rewriter"]["variants"]["verbose"]["mean_d"]) <= TOLERANCE
+    assert abs(points[0.0]["mean_d"] - TRUTH["rewriter"]["variants"]["polite"]["mean_d"]) <= TOLERANCE
+    assert curve["midpoint"] is not None and curve["midpoint_ci"] is not None
+
+
+def test_one_fragment_of_each_list_already_moves_the_share_truth_says(campaign: dict[str, Any]) -> None:
+    adaptive = campaign["fragments-share"]["adaptive"]
+    curve = adaptive["beta_shape"]
+    first = curve["points"][0]
+    assert curve["onset"] == first["level"] and curve["below"] is None
+    truth = TRUTH["discovery_ladder"]
+    assert _consistent(first["excess"], first["excess_ci"], truth["moving_share_by_input"]), first
+    assert abs(curve["onset_d"] - truth["interventional_beta_shape"]) <= TOLERANCE, curve["onset_d"]
+    assert adaptive["replays"] <= adaptive["settings"]["max_replays"]
+
+
+def test_the_fraction_curve_has_a_midpoint_with_an_interval_inside_its_resolution(campaign: dict[str, Any]) -> None:
+    adaptive = campaign["fragments-share"]["adaptive"]
+    curve = adaptive["beta_shape"]
+    lo, hi = curve["midpoint_ci"]
+    assert lo <= curve["midpoint"] <= hi and hi - lo <= adaptive["settings"]["resolution"] + 1e-9
+    fits = [p["fit"] for p in curve["points"]]
+    assert fits == sorted(fits) and curve["plateau"] == fits[-1]
+    assert len(adaptive["rounds"]) >= 2 and adaptive["rounds"][-1]["stop"] == adaptive["stopped"]
