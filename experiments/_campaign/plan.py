@@ -199,6 +199,9 @@ class CampaignPlan:
     """Per job in job order: (row id, predicted calls, predicted tokens): where a budget stops."""
     prices: Mapping[str, PriceSpec] | None = None
     budget: BudgetSpec = field(default_factory=BudgetSpec)
+    adaptive: dict[str, int] = field(default_factory=dict)
+    """Adaptive ladders: perturbation id -> the most replays its search may spend (its
+    rows count its coarse round only: later rounds depend on what the replays show)."""
 
     @property
     def total(self) -> PlanRow:
@@ -234,6 +237,7 @@ class CampaignPlan:
                                                           for m, p in sorted(self.prices.items())},
             "budget": self.budget.model_dump(),
             "budget_stop": None if stop is None else {"replays": stop[0], "running": stop[1], "limit": stop[2]},
+            "adaptive": dict(self.adaptive),
         }
 
     def render(self) -> str:
@@ -270,6 +274,10 @@ class CampaignPlan:
             cost, unpriced = total.cost(self.prices)
             unpriced_part = f"; no price for {', '.join(unpriced)}: its calls are not in it" if unpriced else ""
             notes.append(f"cost: {cost:,.4f} at the spec's prices per 1M tokens{unpriced_part}")
+        for pid, most in self.adaptive.items():
+            coarse = next((r.jobs for r in self.rows if r.id == pid), 0)
+            notes.append(f"{pid}: an adaptive ladder; its row is its coarse round ({coarse:,} replays): later rounds "
+                         f"depend on what the replays show, up to max_replays {most:,} in all")
         notes.append(self._budget_note(total))
         return notes
 
@@ -368,5 +376,7 @@ def plan_campaign(run: Any) -> CampaignPlan:
     traces = run.baseline(resume=True)
     jobs, _, _ = expand_jobs(spec, traces)
     control_ids = [c.id for c in distinct(campaign_controls(spec, traces))]
-    return plan_jobs(jobs, traces, run.replay_mode(), prices=spec.prices, budget=spec.budget,
+    plan = plan_jobs(jobs, traces, run.replay_mode(), prices=spec.prices, budget=spec.budget,
                      controls=control_ids, spec=str(run.path), baseline=source)
+    plan.adaptive = {p.id: p.adaptive.max_replays for p in spec.perturbations if p.adaptive is not None}
+    return plan
