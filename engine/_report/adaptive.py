@@ -18,6 +18,7 @@ written with 3 decimals, or with as many as it has up to 6 (a level on a grid fi
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,11 +42,19 @@ def fmt_dose(x: Any, *, integer: bool = False) -> str:
     when it has them (``—`` for none)."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
         return DASH
+    if not math.isfinite(x):
+        return fmt(x)
     if integer:
         return f"{round(x):,}"
     text = f"{float(x):.6f}".rstrip("0")
     head, _, tail = text.partition(".")
     return fmt(x) if len(tail) <= 3 else f"{head}.{tail}"
+
+
+def _count(x: Any) -> str:
+    """A count the JSON gives unchecked (the settings, what a round knew): ``fmt_n``, or
+    ``∞`` / ``—`` for a number that is not finite."""
+    return fmt(x) if isinstance(x, float) and not math.isfinite(x) else fmt_n(x)
 
 
 def _integer(a: AdaptiveEstimates) -> bool:
@@ -103,7 +112,7 @@ def _known(known: Mapping[str, Any], integer: bool) -> str:
         parts.append(f"onset in ({fmt_dose(known.get('below'), integer=integer)}, "
                      f"{fmt_dose(known['onset'], integer=integer)}]")
     if known.get("pairs") is not None:
-        parts.append(f"{fmt_n(known['pairs'])} pairs over {fmt_n(known.get('levels'))} levels")
+        parts.append(f"{_count(known['pairs'])} pairs over {_count(known.get('levels'))} levels")
     return "; ".join(parts) or DASH
 
 
@@ -135,7 +144,7 @@ def _settings(a: AdaptiveEstimates) -> str:
     added = sum(1 for r in a.rounds if r.add)
     stopped = f"stopped: {a.stopped}" if a.stopped else "the search did not finish"
     return (f"Resolution {fmt_dose(s.get('resolution'), integer=integer)}; {fmt_n(a.replays)} replays of at most "
-            f"{fmt_n(s.get('max_replays'))} over {fmt_n(len(a.levels))} levels in {fmt_n(added)} round(s); "
+            f"{_count(s.get('max_replays'))} over {fmt_n(len(a.levels))} levels in {fmt_n(added)} round(s); "
             f"{stopped}.")
 
 

@@ -320,6 +320,25 @@ class Marker:
     span: tuple[float, float] | None = None
 
 
+_LARGEST = 1e15
+"""The largest magnitude a dose curve draws (beyond it, or not finite: left out)."""
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) or abs(x) > _LARGEST else float(x)
+
+
+def _drawable(levels: Sequence[Level], marks: Sequence[Marker | None]) -> tuple[list[Level], list[Marker | None]]:
+    """The levels and marks with every number that cannot be drawn left out."""
+    def pair(p: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if p is None or _finite(p[0]) is None or _finite(p[1]) is None else (float(p[0]), float(p[1]))
+
+    out = [Level(lv.dose, lv.label, lv.n, _finite(lv.value), _finite(lv.lo), _finite(lv.hi), _finite(lv.fit),
+                 pair(lv.band), lv.qualifies) for lv in levels if _finite(lv.dose) is not None]
+    kept = [None if m is None or _finite(m.dose) is None else Marker(m.dose, m.label, pair(m.span)) for m in marks]
+    return out, kept
+
+
 def _dose_domain(levels: Sequence[Level], marks: Sequence[Marker | None],
                  x_range: tuple[float, float] | None) -> tuple[float, float]:
     xs = [lv.dose for lv in levels] + [v for m in marks if m is not None for v in (m.dose, *(m.span or ()))]
@@ -366,7 +385,7 @@ def _curve_levels(xs: _Scale, ys: _Scale, levels: Sequence[Level]) -> list[str]:
     if fitted:
         body.append(f'<polyline data-mark="fit" points="{" ".join(fitted)}" fill="none" stroke="{BLUE}" '
                     'stroke-width="2"/>')
-    largest = max((lv.n for lv in levels), default=1) or 1
+    largest = max(max((lv.n for lv in levels), default=1), 1)
     for lv in levels:
         if lv.value is None:
             continue
@@ -426,9 +445,13 @@ def dose_curve(name: str, title: str, levels: Sequence[Level], *, x_label: str, 
     midpoint as an orange line with its interval shaded, and ``half`` (half the plateau)
     as a dotted horizontal line. The x axis spans ``x_range`` (the searched range) and
     every mark; the marks carry ``data-mark`` and ``data-value``, the levels
-    ``data-level`` and ``data-n``, and both ``data-x``, their position."""
+    ``data-level`` and ``data-n``, and both ``data-x``, their position. A number that is
+    not finite or larger than 1e15 in magnitude is left out."""
     left, plot_w, top, plot_h = 60, 520, 40, 230
     width, height = left + plot_w + 230, top + plot_h + 56
+    levels, (onset, midpoint) = _drawable(levels, (onset, midpoint))
+    half = _finite(half)
+    x_range = x_range if x_range is not None and all(_finite(x) is not None for x in x_range) else None
     bottom = top + plot_h
     lo, hi = _dose_domain(levels, (onset, midpoint), x_range)
     pad = (hi - lo) * 0.03

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import random
 import re
 import shutil
 from collections.abc import Iterator
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzzing import run_cli
+from fuzzing import FUZZ, run_cli, tried
+from hypothesis import given, settings, strategies as st
 
 from quiver._interventional import CampaignEstimates
 from quiver._report import campaign_markdown, interventional_report
@@ -276,3 +279,92 @@ def test_the_curve_is_drawn_in_chromium_without_error(rebuilt: Path) -> None:
     assert drawn["w"] > 600 and drawn["h"] > 250 and drawn["marks"] > 40
     assert drawn["onset"][2] > 200  # the onset line spans the plot's height
     assert drawn["band"][1] > 100 and drawn["band"][2] > 50  # the band is an area, not a line
+
+
+# --------------------------------------------------------------------------- garbled
+
+
+def _garble(data: Any, rng: random.Random, replacement: Any) -> Any:
+    """``data`` with one value somewhere inside replaced (or one key dropped)."""
+    if isinstance(data, dict) and data:
+        key = rng.choice(sorted(data))
+        if rng.random() < 0.25:
+            return replacement if rng.random() < 0.2 else {k: v for k, v in data.items() if k != key}
+        return {**data, key: _garble(data[key], rng, replacement)}
+    if isinstance(data, list) and data:
+        i = rng.randrange(len(data))
+        if rng.random() < 0.25:
+            return replacement
+        return [*data[:i], _garble(data[i], rng, replacement), *data[i + 1:]]
+    return replacement
+
+
+_EXTREME = st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -1e308, 1e16, -0.0, 10**30])
+_JUNK = st.one_of(_EXTREME, _EXTREME, st.none(), st.booleans(), st.integers(-10**9, 10**9), st.floats(),
+                  st.text(max_size=6),
+                  st.lists(st.one_of(st.integers(-3, 3), st.floats()), max_size=3),
+                  st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+
+
+@pytest.fixture(scope="module")
+def garbled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("garbled-adaptive")
+
+
+def _numbers(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every number inside ``data``."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _numbers(v, (*path, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _numbers(v, (*path, i))
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        yield path
+
+
+def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+def _render(folder: Path, data: dict[str, Any]) -> None:
+    """``quiver report`` of ``data``: rendered, or refused in one line naming campaign.json."""
+    (folder / "campaign.json").write_text(json.dumps(data))
+    result = run_cli(["report", str(folder)])
+    assert result.code in (0, 2), result.stderr
+    if result.code == 2:
+        assert "campaign.json" in result.error_lines()[0]
+    else:
+        assert (folder / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+@settings(parent=FUZZ, max_examples=150)
+@given(seed=st.integers(0, 2**32), junk=_JUNK, twice=st.booleans())
+def test_a_garbled_adaptive_entry_is_rendered_or_refused_in_one_line(
+        garbled_folder: Path, raw: dict[str, Any], seed: int, junk: Any, twice: bool) -> None:
+    tried("quiver report: garbled adaptive entry")
+    rng = random.Random(seed)
+    data = copy.deepcopy(raw)
+    adaptive = data["perturbations"][0]["adaptive"]
+    for _ in range(2 if twice else 1):
+        adaptive = _garble(adaptive, rng, junk)
+    data["perturbations"][0]["adaptive"] = adaptive
+    _render(garbled_folder, data)
+
+
+@settings(parent=FUZZ, max_examples=150)
+@given(seed=st.integers(0, 2**32), values=st.lists(_EXTREME, min_size=1, max_size=3))
+def test_extreme_numbers_in_an_adaptive_entry_are_rendered_or_refused_in_one_line(
+        garbled_folder: Path, raw: dict[str, Any], seed: int, values: list[Any]) -> None:
+    """Any number of the entry (a level, an excess, the midpoint, the range, ...) made
+    infinite, NaN or huge: the curve leaves out what it cannot draw."""
+    tried("quiver report: extreme numbers in an adaptive entry")
+    rng = random.Random(seed)
+    data = copy.deepcopy(raw)
+    adaptive = data["perturbations"][0]["adaptive"]
+    paths = list(_numbers(adaptive))
+    for value in values:
+        _set(adaptive, rng.choice(paths), value)
+    _render(garbled_folder, data)
