@@ -8,7 +8,8 @@ in the ledger beside its replays: the operator, its node and its resolved parame
 module's source file (when it has one), and what the whole campaign's replays share:
 the seed, the model and its parameters, the endpoint (or the simulator's settings
 other than its injected faults, which are drawn apart from content) and what the
-replays hold frozen.
+replays hold frozen. An adaptive ladder's identity also holds its settings (range,
+resolution, budget, levels and replays per round): they lay out its rounds.
 
 On resume, a perturbation whose identity differs from the one its replays were made
 with is refused (:func:`check_identities`): one line naming it and what changed, and
@@ -20,6 +21,7 @@ says, and the identities are recorded from then on.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -122,6 +124,8 @@ def campaign_identities(spec: CampaignSpec, base_dir: Path, fn: Callable[..., An
         _files(steps, base_dir, files)
         out[p.id] = {"op": p.op, "node": p.node, "occurrence": p.occurrence, "params": steps, "files": files,
                      **shared}
+        if p.adaptive is not None:  # its rounds are laid out by these settings (only then: older identities hold)
+            out[p.id]["adaptive"] = dataclasses.asdict(p.adaptive_settings())
     for control in distinct(controls(spec, traces)):
         out[control.id] = {"op": control.op, "node": control.node, "occurrence": control.occurrence,
                            "kind": control.kind, **shared}
