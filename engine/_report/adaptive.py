@@ -40,21 +40,34 @@ _CURVES = (("beta_shape", "D_shape"), ("beta_iter", "D_iter"))
 def fmt_dose(x: Any, *, integer: bool = False) -> str:
     """A dose: a whole number for a whole-number parameter, else 3 decimals, or up to 6
     when it has them (``—`` for none)."""
-    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+    v = _real(x)
+    if v is None:
         return DASH
-    if not math.isfinite(x):
-        return fmt(x)
+    if not math.isfinite(v):
+        return fmt(v)
     if integer:
         return f"{round(x):,}"
-    text = f"{float(x):.6f}".rstrip("0")
+    text = f"{v:.6f}".rstrip("0")
     head, _, tail = text.partition(".")
-    return fmt(x) if len(tail) <= 3 else f"{head}.{tail}"
+    return fmt(v) if len(tail) <= 3 else f"{head}.{tail}"
+
+
+def _real(x: Any) -> float | None:
+    """``x`` as a float (an integer past the floats' range: an infinity); None when it is
+    not a number."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def _count(x: Any) -> str:
     """A count the JSON gives unchecked (the settings, what a round knew): ``fmt_n``, or
     ``∞`` / ``—`` for a number that is not finite."""
-    return fmt(x) if isinstance(x, float) and not math.isfinite(x) else fmt_n(x)
+    v = _real(x)
+    return fmt(v) if v is not None and not math.isfinite(v) else fmt_n(x)
 
 
 def _integer(a: AdaptiveEstimates) -> bool:
@@ -77,11 +90,25 @@ def _same_curve(a: AdaptiveEstimates) -> bool:
 # --------------------------------------------------------------------------- Markdown
 
 
-def _onset(d: DoseResponse, integer: bool) -> str:
-    if d.onset is None:
-        return DASH
-    onset = fmt_dose(d.onset, integer=integer)
-    return f"{onset} in ({fmt_dose(d.below, integer=integer)}, {onset}]"
+def _below(a: AdaptiveEstimates, onset: Any, below: Any) -> float | None:
+    """The lower end of the onset's bracket: the level under it, or when it is the
+    smallest level the range's low end (the zero dose the control replays stand for);
+    None when the onset is the range's low end itself."""
+    b, x, lo = _real(below), _real(onset), _real(a.settings.get("lo"))
+    if b is not None:
+        return b
+    return lo if lo is not None and x is not None and lo < x else None
+
+
+def _bracket(a: AdaptiveEstimates, onset: Any, below: Any) -> str:
+    """``onset in (below, onset]``, or ``onset (the smallest dose)``."""
+    integer = _integer(a)
+    low, text = _below(a, onset, below), fmt_dose(onset, integer=integer)
+    return f"{text} (the smallest dose)" if low is None else f"{text} in ({fmt_dose(low, integer=integer)}, {text}]"
+
+
+def _onset(a: AdaptiveEstimates, d: DoseResponse) -> str:
+    return DASH if d.onset is None else _bracket(a, d.onset, d.below)
 
 
 def _note(d: DoseResponse) -> str:
@@ -92,40 +119,38 @@ def _note(d: DoseResponse) -> str:
 
 
 def _summary(a: AdaptiveEstimates) -> list[str]:
-    integer = _integer(a)
     rows = []
     for key, event in _CURVES:
         d = _curve(a, key)
         rows.append([key, f"{event} > 0", _est(d.midpoint), fmt_n(d.midpoint.n), fmt(d.defined),
-                     _est(d.plateau, signed=True), _onset(d, integer), fmt(d.onset_d), _note(d)])
+                     _est(d.plateau, signed=True), _onset(a, d), fmt(d.onset_d), _note(d)])
     headers = ["beta", "event", "midpoint [95% CI]", "n", "defined", "plateau [95% CI]", "onset in (below, onset]",
                "onset d_i", "note"]
     return _table(headers, rows, "llrrrrrrl")
 
 
-def _known(known: Mapping[str, Any], integer: bool) -> str:
+def _known(a: AdaptiveEstimates, known: Mapping[str, Any]) -> str:
     parts = []
     if known.get("midpoint") is not None:
         ci = known.get("midpoint_ci")
         parts.append("midpoint " + fmt_est({"m": known["midpoint"], "m_ci": ci}, "m"))
     if known.get("onset") is not None:
-        parts.append(f"onset in ({fmt_dose(known.get('below'), integer=integer)}, "
-                     f"{fmt_dose(known['onset'], integer=integer)}]")
+        parts.append(f"onset {_bracket(a, known['onset'], known.get('below'))}")
     if known.get("pairs") is not None:
         parts.append(f"{_count(known['pairs'])} pairs over {_count(known.get('levels'))} levels")
     return "; ".join(parts) or DASH
 
 
-def _round_row(r: RoundPlan, integer: bool) -> list[str]:
+def _round_row(a: AdaptiveEstimates, r: RoundPlan) -> list[str]:
+    integer = _integer(a)
     added = ", ".join(f"{fmt_dose(x, integer=integer)} ({fmt_n(n)})" for x, n in r.add) or DASH
     reason = "; ".join(x for x in (r.reason, f"stop: {r.stop}" if r.stop else "") if x) or DASH
-    return [str(r.round), added, reason, _known(r.known, integer)]
+    return [str(r.round), added, reason, _known(a, r.known)]
 
 
 def _rounds(a: AdaptiveEstimates) -> list[str]:
-    integer = _integer(a)
     return _table(["round", "levels added (replays)", "reason", "known when decided"],
-                  [_round_row(r, integer) for r in a.rounds], "rlll")
+                  [_round_row(a, r) for r in a.rounds], "rlll")
 
 
 def _points(a: AdaptiveEstimates, d: DoseResponse) -> list[str]:
@@ -177,8 +202,9 @@ def adaptive_section(c: CampaignEstimates) -> list[str]:
              "largest level. The *midpoint* is the dose at which the fit reaches half the plateau, with the "
              "percentile interval of the refitted resamples (shown when at least 0.950 of them have one: "
              "*defined*). The *onset* is the lowest level the step-down test reaches from the largest level while "
-             "a level's excess interval lies above 0: it lies in (below, onset]; onset d_i is the smallest target "
-             "change that bifurcated there. The plots are in `report.html`.", ""]
+             "a level's excess interval lies above 0: it lies in (below, onset], below being the level under it "
+             "(the range's low end, the zero dose the control replays stand for, when it is the smallest level); "
+             "onset d_i is the smallest target change that bifurcated there. The plots are in `report.html`.", ""]
     for p, a in adaptive:
         lines += _perturbation(p, a)
     return lines
@@ -195,22 +221,22 @@ def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str)
     onset = None
     if d.onset is not None:
         onset = svg.Marker(d.onset, f"onset {fmt_dose(d.onset, integer=integer)}",
-                           (d.below, d.onset) if d.below is not None else None)
+                           (low, d.onset) if (low := _below(a, d.onset, d.below)) is not None else None)
     midpoint = None
     if d.midpoint.value is not None:
         midpoint = svg.Marker(d.midpoint.value, f"midpoint {fmt(d.midpoint.value)}", d.midpoint.ci)
     half = d.plateau.value / 2 if d.plateau.value is not None and d.plateau.value > 0 else None
-    lo, hi = a.settings.get("lo"), a.settings.get("hi")
-    span = (float(lo), float(hi)) if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else None
+    lo, hi = _real(a.settings.get("lo")), _real(a.settings.get("hi"))
+    span = (lo, hi) if lo is not None and hi is not None else None
     return svg.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
                           x_label=f"{d.param} (the dose of {p.op} at {p.node})",
                           y_label=f"excess {event} rate over controls", onset=onset, midpoint=midpoint, half=half,
                           x_range=span)
 
 
-def _caption(d: DoseResponse, integer: bool) -> str:
+def _caption(a: AdaptiveEstimates, d: DoseResponse) -> str:
     mid = "no midpoint" if d.midpoint.value is None else f"midpoint {_est(d.midpoint)}"
-    onset = "no onset" if d.onset is None else f"onset {_onset(d, integer)}"
+    onset = "no onset" if d.onset is None else f"onset {_onset(a, d)}"
     why = f" ({d.reason})" if d.reason else ""
     return (f"Excess {d.event} rate over the control replays per level, with 95% intervals (marker area in "
             f"proportion to n), the isotonic fit and its band; {mid}, {onset}{why}; dotted: half the plateau "
@@ -228,5 +254,5 @@ def adaptive_charts(c: CampaignEstimates) -> list[tuple[str, str]]:
         for key, event in _CURVES:
             if key == "beta_iter" and _same_curve(a):
                 continue
-            out.append((_chart(p, a, key, event), _caption(_curve(a, key), _integer(a))))
+            out.append((_chart(p, a, key, event), _caption(a, _curve(a, key))))
     return out

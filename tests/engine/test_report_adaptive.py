@@ -105,7 +105,8 @@ def test_the_rounds_and_the_curve_tables_are_campaign_json_level_for_level(raw: 
         assert row[2] == (r["reason"] or f"stop: {r['stop']}")
         if r["known"]:
             assert row[3].startswith(f"midpoint {_est(r['known']['midpoint'], r['known']['midpoint_ci'])}; "
-                                     f"onset in ({fmt(r['known']['below'])}, {fmt(r['known']['onset'])}]")
+                                     f"onset {fmt(r['known']['onset'])} in ({fmt(r['known']['below'])}, "
+                                     f"{fmt(r['known']['onset'])}]")
     points = _rows(section, "| amount | n | inputs")
     d = a["beta_shape"]
     assert len(points) == len(d["points"]) == len(a["levels"])
@@ -145,6 +146,37 @@ def test_a_midpoint_defined_in_too_few_resamples_is_shown_without_interval(raw: 
     assert row[8] == "no midpoint interval: defined in 0.900 of the resamples (under 0.950)"
     [(svg, _), _] = adaptive_charts(CampaignEstimates.from_json(data))
     assert 'data-mark="midpoint"' in svg and 'data-mark="midpoint-span"' not in svg
+
+
+def test_an_onset_at_the_smallest_level_is_bracketed_by_the_range_low_end(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    for key in ("beta_shape", "beta_iter"):
+        data["perturbations"][0]["adaptive"][key].update(onset=0.2, below=None)
+    [row, _] = _rows(_section(interventional_report(data)), "| beta | event | midpoint")
+    assert row[6] == "0.200 in (0.000, 0.200]"
+    [(chart, caption)] = adaptive_charts(CampaignEstimates.from_json(data))
+    span = _marks(chart, "adaptive-shift-beta_shape").marks["onset-span"]
+    assert (span["data-lo"], span["data-hi"]) == ("0.0", "0.2") and "onset 0.200 in (0.000, 0.200]" in caption
+
+
+def test_a_whole_number_dose_is_written_as_one(raw: dict[str, Any]) -> None:
+    """A variant level or a count: levels 0, 1, 2, the onset at the range's low end."""
+    data = copy.deepcopy(raw)
+    a = data["perturbations"][0]["adaptive"]
+    a["settings"].update(param="level", lo=0, hi=2, resolution=1, integer=True)
+    a["levels"] = [0, 1, 2]
+    for key in ("beta_shape", "beta_iter"):
+        d = a[key]
+        d.update(param="level", onset=0, below=None, points=[dict(x, level=k, step=k) for k, x in
+                                                            enumerate(d["points"][-3:])])
+    section = _section(interventional_report(data))
+    assert "### `shift`: level of numeric_edit at score, over [0, 2]" in section
+    assert "Resolution 1; " in section
+    assert [r[0] for r in _rows(section, "| level | n | inputs")] == ["0", "1", "2"]
+    assert _rows(section, "| beta | event | midpoint")[0][6] == "0 (the smallest dose)"
+    [(chart, _)] = adaptive_charts(CampaignEstimates.from_json(data))
+    marks = _marks(chart, "adaptive-shift-beta_shape")
+    assert "onset-span" not in marks.marks and marks.marks["onset"]["data-value"] == "0"
 
 
 def test_doses_are_written_exactly_and_whole_numbers_as_such() -> None:
