@@ -231,7 +231,7 @@ def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str)
     return svg.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
                           x_label=f"{d.param} (the dose of {p.op} at {p.node})",
                           y_label=f"excess {event} rate over controls", onset=onset, midpoint=midpoint, half=half,
-                          x_range=span)
+                          x_range=span, whole=integer)
 
 
 def _caption(a: AdaptiveEstimates, d: DoseResponse) -> str:

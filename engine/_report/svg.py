@@ -107,9 +107,13 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
-def _axis_x(scale: _Scale, y: float, label: str, top: float) -> list[str]:
+def _axis_x(scale: _Scale, y: float, label: str, top: float, *, whole: bool = False) -> list[str]:
+    """The x axis; with ``whole``, only its whole-number ticks (when there are two)."""
     out = [_line(scale.a, y, scale.b, y)]
-    for t in _ticks(scale.lo, scale.hi):
+    ticks = _ticks(scale.lo, scale.hi)
+    if whole and len(kept := [t for t in ticks if t == int(t)]) >= 2:
+        ticks = kept
+    for t in ticks:
         x = scale(t)
         out += [_line(x, top, x, y, color=GRID), _line(x, y, x, y + 4), _text(x, y + 16, f"{t:g}", size=10,
                                                                                anchor="middle")]
@@ -365,7 +369,14 @@ def _span(xs: _Scale, mark: str, span: tuple[float, float], top: float, bottom: 
 
 def _vertical(xs: _Scale, m: Marker, top: float, bottom: float, color: str, dash: str, mark: str, label_y: float,
               anchor: str) -> str:
+    """A marked dose's line, its label on the side ``anchor`` asks for unless it would
+    leave the plot there."""
     x = xs(m.dose)
+    wide = 6.5 * len(m.label) + 6
+    if anchor == "end" and x - wide < 0:
+        anchor = "start"
+    elif anchor == "start" and x + wide > xs.b:
+        anchor = "end"
     return (f'<g data-mark="{mark}" data-value="{m.dose}" data-x="{_n(x)}">'
             + _line(x, top, x, bottom, color=color, width=2, dash=dash)
             + _text(x + (4 if anchor == "start" else -4), label_y, m.label, size=10, anchor=anchor, color=color,
@@ -437,7 +448,7 @@ def _curve_legend(name: str, x: float, y: float, half: float | None) -> list[str
 
 def dose_curve(name: str, title: str, levels: Sequence[Level], *, x_label: str, y_label: str,
                onset: Marker | None = None, midpoint: Marker | None = None, half: float | None = None,
-               x_range: tuple[float, float] | None = None) -> str:
+               x_range: tuple[float, float] | None = None, whole: bool = False) -> str:
     """An adaptive ladder's dose-response: per level its excess over the controls as a
     marker (filled where its interval lies above 0, area in proportion to n) with its
     interval, the isotonic fit as a line through the levels with its pointwise band
@@ -445,7 +456,8 @@ def dose_curve(name: str, title: str, levels: Sequence[Level], *, x_label: str, 
     midpoint as an orange line with its interval shaded, and ``half`` (half the plateau)
     as a dotted horizontal line. The x axis spans ``x_range`` (the searched range) and
     every mark; the marks carry ``data-mark`` and ``data-value``, the levels
-    ``data-level`` and ``data-n``, and both ``data-x``, their position. A number that is
+    ``data-level`` and ``data-n``, and both ``data-x``, their position; ``whole``: the
+    doses are whole numbers (ticks only at them). A number that is
     not finite or larger than 1e15 in magnitude is left out."""
     left, plot_w, top, plot_h = 60, 520, 40, 230
     width, height = left + plot_w + 230, top + plot_h + 56
@@ -459,7 +471,7 @@ def dose_curve(name: str, title: str, levels: Sequence[Level], *, x_label: str, 
     y_lo, y_hi = _excess_domain(levels, half)
     ys = _Scale(y_lo, y_hi + (y_hi - y_lo) * 0.04, bottom, top)
     body = [_HATCH.format(id=f"{name}-hatch", color=RED), _text(8, 16, title, size=12.5, weight="bold")]
-    body += _axis_y(ys, left, y_label, left + plot_w) + _axis_x(xs, bottom, x_label, top)
+    body += _axis_y(ys, left, y_label, left + plot_w) + _axis_x(xs, bottom, x_label, top, whole=whole)
     if onset is not None and onset.span is not None:
         body.append(_span(xs, "onset", onset.span, top, bottom, f"url(#{name}-hatch)"))
     if midpoint is not None and midpoint.span is not None:
