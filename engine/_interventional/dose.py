@@ -139,7 +139,7 @@ class RoundPlan:
     def from_json(cls, data: Mapping[str, Any], *, where: str = "round") -> RoundPlan:
         r = Reader(data, where)
         add = []
-        for i, item in enumerate(r.raw("add") or []):
+        for i, item in enumerate(r.array("add")):
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], (int, float))
                     and isinstance(item[1], int) and not isinstance(item[1], bool)):
                 raise r.wrong(f"add[{i}]", "[level, replays]")

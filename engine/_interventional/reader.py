@@ -9,6 +9,7 @@ written flat as :meth:`quiver._stats.Estimate.as_dict` writes them (``name``,
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -47,8 +48,14 @@ def _kind(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    """An int or a float (NumPy's included: rows built in Python may hold them), not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    """A finite int or float (NumPy's included: rows built in Python may hold them), not a
+    bool: the engine never writes NaN, an infinity or an integer past a float's range."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _number(value: Any) -> float:
