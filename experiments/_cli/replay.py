@@ -55,8 +55,8 @@ def add_parser(sub: Any) -> None:
                      help="replay everything frozen, no perturbation (default without --op)")
     rep.add_argument("--node", help="the node to perturb")
     rep.add_argument("--occurrence", type=int, default=0, help="which call of the node (default 0, the first)")
-    rep.add_argument("--op", help="the operator: override, bool_flip, categorical_flip, list_edit, text_edit, "
-                                  "prompt_swap, param_change, or a plugged-in one")
+    rep.add_argument("--op", help="the operator: override, bool_flip, categorical_flip, list_edit, numeric_edit, "
+                                  "text_edit, prompt_swap, param_change, or a plugged-in one")
     rep.add_argument("--params", default="{}",
                      help="the operator's parameters as JSON, e.g. '{\"set\": {\"sufficient\": true}}'")
     rep.add_argument("--id", help="the perturbation id (default: the operator name)")

@@ -142,9 +142,9 @@ class PerturbationSpec(_Spec):
     occurrence: int = Field(default=0, ge=0, le=100_000)
     """Which call of the node (0: the first), in [0, 100000]."""
     op: str
-    """The operator: override, bool_flip, categorical_flip, list_edit, text_edit,
-    prompt_swap, param_change, or one plugged in through the ``quiver.operators`` entry
-    points."""
+    """The operator: override, bool_flip, categorical_flip, list_edit, numeric_edit,
+    text_edit, prompt_swap, param_change, or one plugged in through the ``quiver.operators``
+    entry points."""
     params: dict[str, Any] = Field(default_factory=dict)
     """The operator's parameters (``quiver replay --help`` and the README list them)."""
     ladder: Annotated[
