@@ -24,13 +24,17 @@ class Progress:
         total: How many items there are.
         stream: Where to print (default stderr); ``None`` prints nothing.
         interval_s: Least time between two printed updates when not on a terminal.
+        resumed: Items done before this process began (or before this pass).
+        before: What those are called on the line (``resumed``, ``done before``).
     """
 
     def __init__(
         self, label: str, total: int, *, stream: TextIO | None = sys.stderr, interval_s: float = 5.0,
-        resumed: int = 0,
+        resumed: int = 0, before: str = "resumed",
     ) -> None:
         self.label = label
+        self.before = before
+        """What the items done before are called on the line."""
         self.total = total
         self.done = resumed
         self.resumed = resumed
@@ -61,7 +65,7 @@ class Progress:
         remaining = 0.0 if not left else left / rate if rate > 0 else float("inf")
         eta = "?" if remaining == float("inf") else _duration(remaining)
         extra = "  ".join(f"{k} {v}" for k, v in sorted(self.counters.items()))
-        resumed = f" ({self.resumed} resumed)" if self.resumed else ""
+        resumed = f" ({self.resumed} {self.before})" if self.resumed else ""
         return (
             f"{self.label}: {self.done}/{self.total}{resumed}  {rate:.1f}/s  elapsed {_duration(elapsed)}  "
             f"ETA {eta}" + (f"  {extra}" if extra else "")

@@ -336,7 +336,7 @@ class CampaignRun:
                 with replay_failures_logged(out / "campaign.log"):  # counted by reason, not one line each
                     while True:  # once, or once per round of the adaptive ladders
                         rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
-                                                 done=done, spent=spent)
+                                                 done=done, spent=spent, first=done is resumed.done)
                         if not rows.result.complete:
                             break
                         layouts = self._next_rounds(ledger, traces, rounds, rows.rows, profile, graph.graph)
@@ -482,7 +482,7 @@ class CampaignRun:
 
     def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
                      traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
-                     executor: Executor, *, done: set[str], spent: list[int]) -> _Replayed:
+                     executor: Executor, *, done: set[str], spent: list[int], first: bool = True) -> _Replayed:
         from .results import Pairer, replay_failure
 
         spec, out = self.spec, self.out
@@ -493,7 +493,8 @@ class CampaignRun:
         result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
                                 executor=executor.name)
         tokens = [0]
-        progress = Progress("replays", len(jobs), stream=self.stream, resumed=result.resumed)
+        progress = Progress("replays", len(jobs), stream=self.stream, resumed=result.resumed,
+                            before="resumed" if first else "done before this round")
         pairer = Pairer(self, ledger, traces, graph, jobs, steps, done,
                         on_paired=lambda n: progress.advance(0, paired=n))
 

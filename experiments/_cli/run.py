@@ -139,6 +139,8 @@ def command(args: argparse.Namespace) -> int:
         verdict = {True: "passed", False: "FAILED", None: "n/a"}[p.negative_control.passed]
         print(f"  {p.id:<22} pairs {p.counts.pairs:>5}  effective {p.counts.effective:>5}  "
               f"no-op {p.counts.noop:>5}  failed {p.counts.failed:>5}  negative control {verdict}")
+        if p.adaptive is not None:
+            print(f"  {'':<22} {_adaptive_line(p.adaptive)}")
     for line in failure_lines(result.failures):
         print(line)
     for name in WRITTEN:
@@ -153,3 +155,20 @@ def command(args: argparse.Namespace) -> int:
             print(f"negative control failed for {', '.join(result.negative_control_failed)}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _adaptive_line(a: Any) -> str:
+    """An adaptive ladder's answer in one line: the D_shape midpoint and onset, what it spent."""
+    curve = a.beta_shape
+    param = a.settings.get("param", "dose")
+    mid = curve.midpoint
+    midpoint = ("none" if mid.value is None else
+                f"{mid.value:.4g}" + (f" [{mid.ci[0]:.4g}, {mid.ci[1]:.4g}]" if mid.ci else " (no interval)"))
+    if curve.onset is None:
+        onset = "none"
+    else:
+        above = f"(above {curve.below:g})" if curve.below is not None else "(the smallest level)"
+        onset = f"{curve.onset:g} {above}"
+    rounds = sum(1 for r in a.rounds if r.add)
+    return (f"adaptive {param}: D_shape midpoint {midpoint}, onset {onset}; {a.replays} replays, {len(a.levels)} "
+            f"levels, {rounds} round(s); {a.stopped or 'not finished'}")
