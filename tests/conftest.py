@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -91,17 +92,32 @@ SHARED_GROUPS: dict[str, set[str]] = {
 }
 """Files that run on one worker together: those that start Ray (one instance, and a test
 that kills Ray workers by name must not hit another file's), and those that share the
-resume tests' session fixtures."""
-
-README_FIXTURES = {"support_bot_run", "strict_gate"}
-"""Session fixtures that run the README campaign and gate: every file that uses one runs
-on one worker, so they run once."""
+resume tests' session fixtures. (The README campaign and gate are shared over the
+workers through :envvar:`QUIVER_TEST_SHARED` instead: tests/experiments/conftest.py.)"""
 
 
-def _group(item: Any, readme_files: set[str]) -> str:
+FIRST = (
+    "tests/experiments/test_embedding_order.py",  # runs the README campaign, then ~100 s of its own
+    "ray",                                    # ~25% of the suite's test time
+    "resume",                                 # ~23%
+    "tests/experiments/test_report_html.py",  # the README gate, and the quickstart analysis
+    "tests/experiments/test_gate.py",
+    "tests/experiments/test_cli.py",
+    "tests/experiments/test_support_bot_adaptive.py",
+    "tests/experiments/test_plan.py",
+    "tests/experiments/test_analyze_cli.py",
+    "tests/experiments/test_support_bot.py",
+    "tests/experiments/test_diff_support_bot.py",
+    "tests/replay/test_replay_support_bot.py",
+)
+"""The groups handed out first, longest first (as measured), so that no long group starts
+last and runs alone at the end. The first runs the README campaign while the other worker
+starts on Ray, so that no worker waits for it; the rest follow, the groups with the most
+tests first."""
+
+
+def _group(item: Any) -> str:
     name = item.path.name
-    if str(item.path) in readme_files:
-        return "readme"
     for group, files in SHARED_GROUPS.items():
         if name in files:
             return group
@@ -111,20 +127,44 @@ def _group(item: Any, readme_files: set[str]) -> str:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Give every test its worker group (``--dist loadgroup``): its file, or a group of
-    files that share an expensive session fixture."""
-    readme_files = {str(item.path) for item in items if README_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    files that share an expensive session fixture; on a worker, order the groups as they
+    should be handed out (pytest-xdist keeps this order: ``--no-loadscope-reorder``)."""
+    groups = {id(item): _group(item) for item in items}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item, readme_files)))
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    if hasattr(config, "workerinput"):  # one process (-n 0) keeps the files' order
+        sizes = Counter(groups.values())
+        rank = {group: i for i, group in enumerate(FIRST)}
+        items.sort(key=lambda item: (rank.get(groups[id(item)], len(rank)), -sizes[groups[id(item)]],
+                                     groups[id(item)]))
 
 
 def _fuzz_folder() -> Path:
     return Path(os.environ["QUIVER_FUZZ_COUNTS"])
 
 
+_SHARED_MADE = pytest.StashKey[Path]()
+"""The shared folder this process made (and removes at the end)."""
+
+
 def pytest_configure(config: Any) -> None:
-    """The folder where each worker leaves its fuzz counts (the workers inherit it)."""
-    if not hasattr(config, "workerinput") and "QUIVER_FUZZ_COUNTS" not in os.environ:
+    """The folders every worker shares (the workers inherit them): where each leaves its
+    fuzz counts, and where the README campaign and gate run once for all of them."""
+    if hasattr(config, "workerinput"):
+        return
+    if "QUIVER_FUZZ_COUNTS" not in os.environ:
         os.environ["QUIVER_FUZZ_COUNTS"] = tempfile.mkdtemp(prefix="quiver-fuzz-counts-")
+    if "QUIVER_TEST_SHARED" not in os.environ:
+        os.environ["QUIVER_TEST_SHARED"] = tempfile.mkdtemp(prefix="quiver-test-shared-")
+        config.stash[_SHARED_MADE] = Path(os.environ["QUIVER_TEST_SHARED"])
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """The session's shared folder goes when the session that made it ends."""
+    made = config.stash.get(_SHARED_MADE, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop("QUIVER_TEST_SHARED", None)
 
 
 def pytest_runtest_teardown(item: Any) -> None:
