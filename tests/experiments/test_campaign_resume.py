@@ -609,10 +609,17 @@ def _refused_as_damaged(spec: Path, ledger: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def damaged_folder(campaign: Campaign, reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the reference's folder whose ledger the fuzz cases damage in turn."""
+def damaged_folder(campaign: Campaign, reference: Path, simulator: Any,
+                   tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the reference's folder whose ledger the fuzz cases damage in turn. Its
+    spec names the session's simulator as an endpoint (``base_url``): a resume refused
+    for its ledger makes no call, and so each case does not start a simulator of its own."""
     folder = tmp_path_factory.mktemp("damaged")
-    campaign.spec(folder)
+    spec = campaign.spec(folder)
+    block = f"  simulator:\n    models: [{DEMO}/sim_models.py]\n    nondeterminism: 0.15\n"
+    text = spec.read_text(encoding="utf-8")
+    assert block in text
+    spec.write_text(text.replace(block, f"  base_url: {simulator.url}\n"), encoding="utf-8")
     _copy_run(reference, folder / "run")
     return folder
 
