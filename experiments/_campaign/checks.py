@@ -90,7 +90,11 @@ def check_spec(spec: CampaignSpec, path: Path) -> tuple[Any, PipelineGraph | Non
     if not graph.nodes:
         return fn, None
     for i, p in enumerate(spec.perturbations):
-        _check_fields(p, i, graph, spot)
+        # the graph file names the pipeline's nodes; the decorators declare only the nodes that give types or
+        # parents (and, in one process, those of every pipeline imported so far): a node they leave out is
+        # checked against the baseline's traces instead (check_baseline)
+        if spec.graph or p.node in graph.nodes:
+            _check_fields(p, i, graph, spot)
     return fn, graph
 
 
@@ -288,7 +292,8 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
     """The dry run of every perturbation on the baseline (see the module docstring).
     ``graph_of`` gives the graph the replays are given (the declared one, completed from
     the baseline), once a baseline trace is known to have run through. A perturbation
-    whose target never ran in the baseline is left to the run.
+    whose target node no baseline trace ran is refused (a misspelt node of a pipeline
+    without a graph file); one whose call (that occurrence) never ran is left to the run.
 
     Raises:
         SpecError: naming the spec's file, line and field, the perturbation, the trace
@@ -299,8 +304,12 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
     served = _served(spec, base_dir, spot)
     _some_trace_ran(spec, traces, served, spot)
     graph = graph_of()
+    ran = {c.node for t in traces for c in t.calls}
     for i, p in enumerate(spec.perturbations):
         found = _target(traces, p)
+        if found is None and p.node not in ran:
+            raise spot.fail(("perturbations", i, "node"), f"unknown node {p.node!r}: no baseline trace ran it; the "
+                                                          f"baseline's nodes are {', '.join(sorted(ran))}")
         if found is None:
             continue
         trace, index = found

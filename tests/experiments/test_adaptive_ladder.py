@@ -27,8 +27,9 @@ import pytest
 
 from quiver._errors import SpecError
 from quiver._yamlspec import load_spec
-from quiver.experiments._campaign import run_campaign
+from quiver.experiments._campaign import CampaignRun, run_campaign
 from quiver.experiments._config import CampaignSpec
+from quiver.replay import declared_graph, load_pipeline
 
 ROOT = Path(__file__).parents[2]
 PIPELINE = ROOT / "tests" / "pipelines" / "dose_logistic.py"
@@ -214,3 +215,18 @@ def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path: Path) -
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{spec}:" in lines[0] and says in lines[0], proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_nodes_another_pipeline_declared_in_this_process_do_not_hide_this_one_s(baseline: Path,
+                                                                                tmp_path: Path) -> None:
+    """The decorators' graph holds every pipeline imported so far, and only the nodes that
+    declare types or parents: a node it lacks is checked against the baseline instead."""
+    load_pipeline(str(ROOT / "tests" / "pipelines" / "structured.py") + ":pipeline", None)
+    assert declared_graph().nodes and "score" not in declared_graph().nodes
+    CampaignRun.load(_spec(tmp_path, baseline, "run"), stream=None)  # no "unknown node 'score'"
+    typo = _spec(tmp_path, baseline, "typo")
+    typo.write_text(typo.read_text().replace("node: score", "node: scor"))
+    run = CampaignRun.load(typo, stream=None)
+    with pytest.raises(SpecError, match=r"unknown node 'scor': no baseline trace ran it; the baseline's nodes are "
+                                        r"decide, hold, input, route, score"):
+        run.checked_baseline()

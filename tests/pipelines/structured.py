@@ -37,8 +37,8 @@ CLASSIFY_FORMAT = {
     },
 }
 
-quiver.template("classify", system="Classify the support ticket.", user="Ticket: {text}")
-quiver.template("draft", user="Draft a reply (round {round}) to: {text}\nSources: {sources}")
+quiver.template("structured.classify", system="Classify the support ticket.", user="Ticket: {text}")
+quiver.template("structured.draft", user="Draft a reply (round {round}) to: {text}\nSources: {sources}")
 
 
 def _pause() -> None:
@@ -54,7 +54,7 @@ def normalize(text: str) -> str:
 @quiver.node("classify", kind="llm")
 def classify(text: str) -> dict:
     _pause()
-    return quiver.llm().chat("classify", text=text, response_format=CLASSIFY_FORMAT, temperature=0).data
+    return quiver.llm().chat("structured.classify", text=text, response_format=CLASSIFY_FORMAT, temperature=0).data
 
 
 @quiver.node("keywords")
@@ -97,7 +97,7 @@ def escalate(text: str, ticket: dict) -> dict:
 @quiver.node("draft", kind="llm")
 def draft(text: str, hits: list[dict], looked: list[dict], round: int) -> str:
     sources = ", ".join(d["doc_id"] for h in hits for d in h)
-    return quiver.llm().chat("draft", model="sim-echo", text=text, sources=sources, round=round).content
+    return quiver.llm().chat("structured.draft", model="sim-echo", text=text, sources=sources, round=round).content
 
 
 @quiver.node("check")

@@ -119,7 +119,7 @@ def test_calls_record_the_replay_contract(structured: Any, llm_client: LLMClient
     classify = by_path["[0]/classify#0"]
     assert classify.model is not None and classify.model.name == "sim-json"
     assert classify.model.params["temperature"] == 0
-    assert classify.prompt is not None and classify.prompt.template_id == "classify"
+    assert classify.prompt is not None and classify.prompt.template_id == "structured.classify"
     assert classify.prompt.assembled[1].content == "Ticket: export button crashes the editor"
     assert len(classify.prompt.fragments) == 2 and classify.prompt.template_hash == classify.prompt.fragments[0]
     assert classify.response is not None and classify.response.usage["total_tokens"] > 0
