@@ -353,10 +353,14 @@ def run_gate(
                 results[job_id] = data
                 progress.advance(failed=int("error" in data))
 
+            runner = run.executor()
             try:
-                run.executor().run(context, jobs, done, lambda: False)
+                runner.run(context, jobs, done, lambda: False)
             finally:
-                progress.close()
+                try:
+                    runner.close()
+                finally:
+                    progress.close()
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: the gate keeps no ledger; say how far it got
         raise Interrupted(_interrupted(exc, len(results), len(jobs))) from None
     failed = [(j, results[j.job_id]["error"]) for j in jobs if "error" in results.get(j.job_id, {"error": "not run"})]

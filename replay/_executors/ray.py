@@ -58,6 +58,10 @@ class RayExecutor(Executor):
     An actor whose process dies is restarted by Ray (``max_retries`` times); its batches
     in flight are submitted again, once, to another actor, and then reported failed.
 
+    The actors live from :meth:`start` (or the first :meth:`run`) to :meth:`close`, so
+    the rounds of an adaptive ladder, one :meth:`run` each, share them; a :meth:`run`
+    that fails stops them.
+
     Args:
         address: A cluster to connect to (``ray://...`` or ``host:port``); None starts
             or reuses a local instance.
@@ -230,8 +234,9 @@ class RayExecutor(Executor):
             if not live:  # every actor died for good: what was never submitted cannot run
                 for job in todo:
                     on_done(job.job_id, {"error": "worker failed: every Ray actor died"})
-        finally:
-            self.close()
+        except BaseException:
+            self.close()  # batches may be in flight: stop them
+            raise
 
 
 class _BatchSizer:
