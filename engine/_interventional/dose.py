@@ -43,8 +43,9 @@ repeat). After each round:
   levels around the crossing (the fit is linear between them), the region from the
   levels around the crossing to the ends of the interval gets new levels where two
   levels are further apart than ``resolution`` (a grid of spacing ``max(resolution,
-  width / 4)`` rounded to a multiple of it, on the grid ``lo + k * resolution``; the middle
-  of the gap when no grid point lies more than half a resolution from both ends), and its
+  width / 4)`` rounded to a multiple of it, on the grid ``lo + k * resolution``; between two
+  adjacent levels where no grid point lies more than half a resolution from both, the
+  middle of the gap), and its
   existing levels double their replays;
 * *onset*: unless ``onset - below <= resolution`` (or the onset is the smallest dose
   within ``resolution`` of the range's low end), the bracket gets new levels the same
@@ -487,10 +488,10 @@ def _grid(s: AdaptiveSettings, a: float, b: float, existing: Sequence[float]) ->
         if all(abs(c - t) > (0.5 if s.integer else s.resolution / 2) for t in taken):
             out.append(c)
             taken.append(c)
-    if not out and not s.integer:  # no grid point far enough from both ends: the middle of the gap
-        middle = float(s.level((a + b) / 2))
-        if all(abs(middle - t) > TIE for t in taken):
-            out.append(middle)
+    inside = sorted(t for t in existing if a - TIE <= t <= b + TIE)
+    adjacent = len(inside) == 2 and abs(inside[0] - a) <= TIE and abs(inside[1] - b) <= TIE
+    if not out and not s.integer and adjacent:  # two adjacent levels, no grid point far enough from both
+        out.append(float(s.level((a + b) / 2)))
     return out
 
 

@@ -168,3 +168,21 @@ def test_whole_number_levels_and_the_plan_round_trips_through_json() -> None:
     assert coarse_levels(counts) == [1.0, 3.0, 4.0, 6.0, 8.0]
     plan = plan_round(settings, 0, None, [], {}, 0, 10)
     assert RoundPlan.from_json(plan.to_json()) == plan
+
+
+def test_a_bracket_between_adjacent_levels_off_the_grid_gets_its_middle() -> None:
+    """Levels 0.25 and 0.4 at resolution 0.1: the grid point 0.3 lies within half a
+    resolution of 0.25, so without the middle (0.325) the bracket would never narrow and
+    the search would double the two levels until its budget ran out."""
+    settings = AdaptiveSettings(param="fraction", lo=0.0, hi=1.0, resolution=0.1, max_replays=5000, coarse=4)
+    levels = [0.25, 0.4, 0.5, 0.75, 1.0]
+    rows = [(k, i % INPUTS, i < rate * 60) for k, rate in enumerate([0.1, 0.9, 0.95, 1.0, 1.0]) for i in range(60)]
+    curve = _curve(levels, rows)
+    plan = plan_round(settings, 1, curve, levels, dict.fromkeys(levels, 60), len(rows), INPUTS)
+    assert 0.325 in [x for x, _ in plan.add], plan
+    # a region widened to an interval's ends spans levels already there: no level off the grid
+    fine = AdaptiveSettings(param="amount", lo=0.0, hi=1.0, resolution=0.02, max_replays=5000)
+    near = [0.36, 0.38, 0.4]
+    rows = [(k, i % INPUTS, i < rate * 60) for k, rate in enumerate([0.3, 0.6, 0.9]) for i in range(60)]
+    assert all(round(x / 0.02, 6).is_integer() for x, _ in plan_round(
+        fine, 1, _curve(near, rows), near, dict.fromkeys(near, 60), len(rows), INPUTS).add)
