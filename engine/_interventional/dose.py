@@ -488,8 +488,8 @@ def _grid(s: AdaptiveSettings, a: float, b: float, existing: Sequence[float]) ->
         if all(abs(c - t) > (0.5 if s.integer else s.resolution / 2) for t in taken):
             out.append(c)
             taken.append(c)
-    inside = sorted(t for t in existing if a - TIE <= t <= b + TIE)
-    adjacent = len(inside) == 2 and abs(inside[0] - a) <= TIE and abs(inside[1] - b) <= TIE
+    ends = sorted(t for t in existing if a - TIE <= t <= b + TIE)
+    adjacent = len(ends) == 2 and abs(ends[0] - a) <= TIE and abs(ends[1] - b) <= TIE
     if not out and not s.integer and adjacent:  # two adjacent levels, no grid point far enough from both
         out.append(float(s.level((a + b) / 2)))
     return out
