@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -311,7 +311,7 @@ def beta(cols: Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_ra
         source, overall = fallback.source, fallback.rate
     binned = _ladder_bins(cols.step[eff], mag) if ladder else [(None, b) for b in _quantile_bins(mag)]
     bins = tuple(_bin(i, step, eff[idx], cols, boot, event, ref, fallback) for i, (step, idx) in enumerate(binned))
-    first = _step_down(bins)
+    first = step_down(bins)
     reason = _reason(eff, fired, event, source, first, bins)
     value = None
     if reason is None and first is not None:
@@ -328,8 +328,14 @@ def beta(cols: Columns, boot: GroupBootstrap, event: Event, ladder: bool, obs_ra
     )
 
 
-def _step_down(bins: Sequence[ThresholdBin]) -> int | None:
-    """The last bin the step-down test reaches: from the largest magnitude while the bins qualify."""
+class _Qualifying(Protocol):
+    @property
+    def qualifies(self) -> bool: ...
+
+
+def step_down(bins: Sequence[_Qualifying]) -> int | None:
+    """The last bin the step-down test reaches: from the largest magnitude while the bins
+    qualify (a threshold's bins, or a dose-response curve's levels)."""
     first = None
     for i in range(len(bins) - 1, -1, -1):
         if not bins[i].qualifies:

@@ -70,7 +70,7 @@ import numpy as np
 
 from quiver._stats import Estimate, GroupBootstrap, percentile_interval, rounded
 
-from .betas import _references
+from .betas import _references, step_down
 from .columns import TIE, Columns, Event
 from .reader import Reader
 from .rows import PairRow
@@ -371,7 +371,7 @@ def dose_response(levels: Sequence[float], cols: Columns, reference: np.ndarray,
                                   and excess.ci[0] > TIE))
         for k, (s, excess, inputs, events, mean_d) in enumerate(raw)
     )
-    onset_k = _step_down(points)
+    onset_k = step_down(points)
     onset = points[onset_k].level if onset_k is not None else None
     onset_d = None
     if onset_k is not None:
@@ -433,15 +433,6 @@ def _refits(x: np.ndarray, sums: np.ndarray, counts: np.ndarray, weights: np.nda
         if m is not None:
             mids[b] = m
     return fits, mids
-
-
-def _step_down(points: Sequence[CurvePoint]) -> int | None:
-    first = None
-    for k in range(len(points) - 1, -1, -1):
-        if not points[k].qualifies:
-            break
-        first = k
-    return first
 
 
 def _reason(points: Sequence[CurvePoint], mid: float | None, onset: float | None) -> str | None:
