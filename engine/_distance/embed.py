@@ -21,6 +21,7 @@ core package stays light; they come with ``pip install 'quiver-engine[embed]'``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -188,9 +189,26 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is None:
                 start = time.perf_counter()
-                self._model = _load_sentence_transformer(_model_location(self.name), self.name, self.device)
+                with _collector_paused():
+                    self._model = _load_sentence_transformer(_model_location(self.name), self.name, self.device)
                 self.load_seconds += time.perf_counter() - start
             return self._model
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (reference counting goes on). Loading the
+    model imports torch and transformers, which makes many objects and so many collector
+    passes, each walking every object alive: after an analysis has read its corpus that is
+    millions, and the load took 6.7 to 7.7 s against 4.6 to 5.6 s with the collector
+    paused (the short benchmark corpus, three runs each)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _may_fill(text: str, limit: int) -> bool:
