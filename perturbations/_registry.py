@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
@@ -234,6 +234,20 @@ class OperatorParams(BaseModel):
     frozen, and attribute docstrings become the fields' descriptions (their docs)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    omitted_when_none: ClassVar[tuple[str, ...]] = ()
+    """Parameters added after an operator shipped: left out of the dump (and so of
+    ``describe()`` and a campaign's identity) while None, so that parameters without them
+    dump as they did before they existed."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.omitted_when_none:
+                if getattr(self, name) is None:
+                    data.pop(name, None)
+        return data
 
 
 class Operator(ABC):

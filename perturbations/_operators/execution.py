@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from quiver.perturbations._registry import (
     ExecutionChange,
@@ -33,6 +33,8 @@ __all__ = ["PromptSwap", "ParamChange"]
 
 class PromptSwapParams(OperatorParams):
     """Parameters of ``prompt_swap``."""
+
+    omitted_when_none = ("level",)
 
     variant: str | None = None
     """The replacement: a registered template id (dots allowed), or a template file (a
@@ -88,14 +90,6 @@ class PromptSwapParams(OperatorParams):
             )
         return self
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``level`` appears only when given: parameters without it dump (and describe,
-        and identify a campaign) as they did before it existed."""
-        data: dict[str, Any] = handler(self)
-        if self.level is None:
-            data.pop("level", None)
-        return data
 
     def applied_variant(self) -> str:
         """The replacement this perturbation applies: ``variants[level]``, else ``variant``."""

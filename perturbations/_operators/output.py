@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from quiver._canonical import canonical_json
 from quiver.perturbations._fields import field_spec, get_field, keys_text, set_field
@@ -452,6 +452,8 @@ PARAPHRASE_INSTRUCTION = (
 class TextEditParams(_FieldParams):
     """Parameters of ``text_edit``."""
 
+    omitted_when_none = ("count",)
+
     action: Literal["add_keyword", "remove_keyword", "paraphrase"]
     """add_keyword: append the keywords; remove_keyword: delete every whole-word,
     case-insensitive occurrence; paraphrase: rewrite with an LLM."""
@@ -480,14 +482,6 @@ class TextEditParams(_FieldParams):
             raise ValueError("'count' is only used by actions add_keyword and remove_keyword, not 'paraphrase'")
         return self
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``count`` appears only when given: parameters without it dump (and describe,
-        and identify a campaign) as they did before it existed."""
-        data: dict[str, Any] = handler(self)
-        if self.count is None:
-            data.pop("count", None)
-        return data
 
     def used_keywords(self) -> list[str]:
         """The keywords the edit uses: the first ``count`` of them (all by default)."""
