@@ -37,26 +37,23 @@ QUIVER = shutil.which("quiver")
 MIDPOINT, SLOPE, RESOLUTION = 0.37, 0.03, 0.02
 BAND = (MIDPOINT + SLOPE * math.log(0.005 / 0.995), MIDPOINT + RESOLUTION)
 
-RECORD = """\
+HEAD = """\
 pipeline: {pipeline}:pipeline
 name: dose
 llm:
   simulator:
     models: [{pipeline}]
   model: dose-decide
+"""
+
+RECORD = HEAD + """\
 inputs: inputs.jsonl
 repeats: 2
 seed: 0
 output: {output}
 """
 
-CAMPAIGN = """\
-pipeline: {pipeline}:pipeline
-name: dose
-llm:
-  simulator:
-    models: [{pipeline}]
-  model: dose-decide
+CAMPAIGN = HEAD + """\
 baseline: {baseline}
 seed: 0
 perturbations:
