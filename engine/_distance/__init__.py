@@ -22,7 +22,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "get_kernel", "unregister_kernel",
     ),
     ".kernels": (
-        "FieldTypeError", "value_distance", "output_distance", "texts_to_compare", "numeric_distance",
+        "FieldTypeError", "value_distance", "output_distance", "output_distances", "output_texts", "texts_to_compare",
+        "numeric_distance",
         "jaccard_distance", "edit_distance", "footrule_distance",
     ),
     ".embed": (
@@ -49,6 +50,8 @@ if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing h
         jaccard_distance as jaccard_distance,
         numeric_distance as numeric_distance,
         output_distance as output_distance,
+        output_distances as output_distances,
+        output_texts as output_texts,
         texts_to_compare as texts_to_compare,
         value_distance as value_distance,
     )

@@ -28,7 +28,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -387,12 +387,19 @@ class EmbeddingStore:
         A :class:`~quiver._distance.TextDistance`; symmetric. Texts not ensured yet are embedded
         on the spot (and counted in :attr:`stats`).
         """
-        if a == b:
-            return 0.0
-        unknown = [t for t in (a, b) if t not in self._vectors]
+        return self.distances([(a, b)])[0]
+
+    __call__ = distance
+
+    def distances(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """:meth:`distance` of each pair, in one call (texts not ensured yet are embedded
+        together first)."""
+        vectors = self._vectors
+        unknown = [t for pair in pairs if pair[0] != pair[1] for t in pair if t not in vectors]
         if unknown:
             self.ensure(unknown)
-        return min(max(1.0 - float(np.dot(self._vectors[a], self._vectors[b])), 0.0), 1.0)
+        dot = np.dot
+        return [0.0 if a == b else min(max(1.0 - float(dot(vectors[a], vectors[b])), 0.0), 1.0) for a, b in pairs]
 
     def vector(self, text: str) -> np.ndarray:
         """The unit vector of ``text``, float32 as the model gave it (embedded on the spot if needed)."""

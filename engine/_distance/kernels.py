@@ -69,6 +69,8 @@ __all__ = [
     "value_distance",
     "output_distance",
     "texts_to_compare",
+    "output_distances",
+    "output_texts",
     "numeric_distance",
     "jaccard_distance",
     "edit_distance",
@@ -192,6 +194,170 @@ def output_distance(
     return (weighted / total if total > 0 else 0.0), per_field
 
 
+def output_distances(
+    node: NodeSpec, outputs: Sequence[Any], left: Sequence[int], right: Sequence[int], text: TextDistance
+) -> tuple[Any, dict[str, Any]]:
+    """:func:`output_distance` of many pairs of outputs of one node at once.
+
+    Pair ``k`` compares ``outputs[left[k]]`` (as ``a``) with ``outputs[right[k]]``. The
+    numbers are bit for bit those of :func:`output_distance` pair by pair: each field's
+    kernel runs once per distinct ordered pair of that field's values (values keyed by
+    type and value for scalars, by canonical JSON otherwise: a kernel's result is a
+    function of its spec, its two values and ``text``), and the weighted mean is summed
+    field by field in declaration order, as there. What is saved is the per-pair work of
+    fields whose values repeat across outputs (categories, flags, lists of ids).
+
+    Args:
+        node: The node's output spec.
+        outputs: Distinct outputs of the node, as parsed from their canonical JSON
+            (:func:`quiver._canonical.canonical_json`): plain dicts with sorted keys,
+            lists, strings, numbers, bools, None. Values are told apart by type and
+            canonical JSON, which is exact for such values.
+        left: Index into ``outputs`` of each pair's first output.
+        right: Index of each pair's second output.
+        text: The text distance.
+
+    Returns:
+        ``(distance, per_field)``: NumPy float arrays of one value per pair;
+        ``per_field`` has every declared field (``"output"`` for a whole-output node),
+        NaN where the field is undefined for the pair (missing on both sides).
+
+    Raises:
+        FieldTypeError: A field value of the wrong kind for its declared type.
+    """
+    import numpy as np  # here, not at the top: validating a graph must not load NumPy
+
+    lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    columns = _columns_of(node, outputs)
+    if node.fields is None:  # the outputs themselves, compared as they are
+        _, spec, ids, values = columns[0]
+        whole = _column(spec, ids, values, lhs, rhs, text, "output")
+        return whole, {"output": whole}
+    total = np.zeros(len(lhs))
+    weighted = np.zeros(len(lhs))
+    per_field: dict[str, Any] = {}
+    for name, spec, ids, values in columns:
+        column = per_field[name] = _column(spec, ids, values, lhs, rhs, text, name)
+        defined = ~np.isnan(column)
+        weight = spec.effective_weight
+        total += np.where(defined, weight, 0.0)  # x + 0.0 is x: the same sums as output_distance's
+        weighted += np.where(defined, weight * np.where(defined, column, 0.0), 0.0)
+    distance = np.zeros(len(lhs))
+    np.divide(weighted, total, out=distance, where=total > 0)
+    return distance, per_field
+
+
+def output_texts(
+    node: NodeSpec, outputs: Sequence[Any], left: Sequence[int], right: Sequence[int]
+) -> list[tuple[str, str]]:
+    """The text pairs :func:`output_distances` of the same arguments passes to its text
+    distance (each distinct pair of field values once, ``s != t``): embed their texts in
+    one batch first. Read directly off fields of the plain text type; for other types
+    whose kernel uses text (mapping, json, registered ones that say so) by running the
+    kernel with a text distance that records its calls.
+
+    Raises:
+        FieldTypeError: As :func:`output_distances` would.
+    """
+    import numpy as np
+
+    lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    out: list[tuple[str, str]] = []
+
+    def record(s: str, t: str) -> float:
+        out.append((s, t))
+        return 0.0
+
+    for name, spec, ids, values in _columns_of(node, outputs):
+        kernel = KERNELS.find(spec.type) or get_kernel(spec.type)
+        if not kernel.uses_text:
+            continue
+        plain = kernel.fn is _text_kernel
+        for a, b in _distinct_pairs(ids, values, lhs, rhs)[0]:
+            if plain:
+                if type(a) is str and type(b) is str and a != b:
+                    out.append((a, b))
+            else:
+                _if_present(spec, a, b, record, name)
+    return out
+
+
+def _columns_of(node: NodeSpec, outputs: Sequence[Any]) -> list[tuple[str, FieldSpec, Any, list[Any]]]:
+    """Each column a node's distance reads, with its spec and, per output, the index of
+    its value among the column's distinct values: the fields in declaration order, or
+    the outputs themselves (``"output"``) for a node without fields."""
+    import numpy as np
+
+    if node.fields is None:
+        spec = node.output if node.output is not None else _WHOLE_JSON
+        return [("output", spec, np.arange(len(outputs), dtype=np.int64), list(outputs))]
+    return [(name, spec, *_field_values(outputs, name)) for name, spec in node.fields.items()]
+
+
+def _distinct_pairs(ids: Any, values: list[Any], lhs: Any, rhs: Any) -> tuple[list[tuple[Any, Any]], Any]:
+    """The distinct ordered pairs of values the pairs ``(lhs[k], rhs[k])`` compare, and
+    for each pair the index of its value pair."""
+    import numpy as np
+
+    size = len(values)
+    distinct, inverse = np.unique(ids[lhs] * size + ids[rhs], return_inverse=True)
+    return [(values[code // size], values[code % size]) for code in distinct.tolist()], inverse.reshape(-1)
+
+
+def _column(
+    spec: FieldSpec, ids: Any, values: list[Any], lhs: Any, rhs: Any, text: TextDistance, path: str
+) -> Any:
+    """One column's distance for every pair (NaN: missing on both sides): its kernel
+    once per distinct ordered pair of values. Plain text pairs go to ``text.distances``
+    in one call when the text distance offers it (an :class:`~quiver.EmbeddingStore`
+    does)."""
+    import numpy as np
+
+    pairs, inverse = _distinct_pairs(ids, values, lhs, rhs)
+    found = np.empty(len(pairs))
+    many = getattr(text, "distances", None)
+    plain_text = many is not None and (KERNELS.find(spec.type) or get_kernel(spec.type)).fn is _text_kernel
+    batch: list[tuple[str, str]] = []
+    batch_at: list[int] = []
+    for u, (a, b) in enumerate(pairs):
+        if plain_text and type(a) is str and type(b) is str and a != b:
+            batch.append((a, b))  # what _text_kernel would hand to the text distance
+            batch_at.append(u)
+            continue
+        field_d = _if_present(spec, a, b, text, path)
+        found[u] = math.nan if field_d is None else field_d
+    if batch:
+        found[batch_at] = [min(max(float(d), 0.0), 1.0) for d in many(batch)]  # type: ignore[misc]
+    column: Any = found[inverse]
+    return column
+
+
+def _field_values(outputs: Sequence[Any], name: str) -> tuple[Any, list[Any]]:
+    """For each output the index of its value of field ``name`` (``_ABSENT`` when it has
+    none) among the distinct values, and those values."""
+    import numpy as np
+
+    index: dict[Any, int] = {}
+    values: list[Any] = []
+    ids = np.empty(len(outputs), dtype=np.int64)
+    for i, output in enumerate(outputs):
+        value = output.get(name, _ABSENT) if isinstance(output, Mapping) else _ABSENT
+        kind = type(value)
+        if kind in _MEMO_TYPES:
+            key: Any = (kind, value)  # the types keep 1, 1.0 and True apart
+        else:
+            try:
+                key = (kind, canonical_json(value))  # the type too: a list and a set may write the same
+            except (TypeError, ValueError):
+                key = (object, i)  # not JSON: compared on its own
+        at = index.get(key)
+        if at is None:
+            at = index[key] = len(values)
+            values.append(value)
+        ids[i] = at
+    return ids, values
+
+
 class _Absent:
     """A field missing from an output (a memo key part)."""
 
@@ -274,10 +440,15 @@ def _present_distance(
     text: TextDistance, path: str | None,
 ) -> float | None:
     """Distance of ``key`` in two objects: both -> kernel, one -> 1, neither -> None."""
-    in_a, in_b = key in a, key in b
-    if in_a and in_b:
-        return _value(spec, a[key], b[key], text, path)
-    return 1.0 if in_a or in_b else None
+    return _if_present(spec, a.get(key, _ABSENT), b.get(key, _ABSENT), text, path)
+
+
+def _if_present(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float | None:
+    """Distance of two field values, ``_ABSENT`` for a missing one: both present -> the
+    kernel, one -> 1, neither -> None."""
+    if a is not _ABSENT and b is not _ABSENT:
+        return _value(spec, a, b, text, path)
+    return None if a is _ABSENT and b is _ABSENT else 1.0
 
 
 def _weighted_mean(values: Mapping[str, float], weights: Mapping[str, float]) -> float:

@@ -194,7 +194,7 @@ def pair_results(
 
         def text(texts: Iterable[str]) -> Any:
             store.ensure([*texts, *magnitude_texts])
-            return store.distance
+            return store  # a TextDistance that also takes many pairs at once
 
         groups = {f"pair-{i}": [results[i].baseline, results[i].trace] for i in ok}
         table = build_pairs(groups, full, text)

@@ -143,7 +143,7 @@ def analyze(
         def text(texts: Iterable[str]) -> Any:
             needed = list(texts) + (golden_texts(golden_lines, corpus, full) if golden_lines else [])
             store.ensure(needed, progress=(lambda n: progress("embedding", n, len(needed))) if progress else None)
-            return store.distance
+            return store  # a TextDistance that also takes many pairs at once
 
         table = build_pairs(groups, full, text, progress=progress)
         faith = faithfulness(golden_lines, corpus, full, store.distance) if golden_lines else []

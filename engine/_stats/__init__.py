@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, percentile_interval, rounded
 from .format import DASH, fmt, fmt_ci, fmt_est, fmt_n
-from .pairs import NoPairsError, PairTable, build_pairs, group_traces, texts_for
+from .pairs import NoPairsError, PairTable, build_pairs, group_traces
 
 __all__ = [
     "Estimate",
@@ -22,7 +22,6 @@ __all__ = [
     "NoPairsError",
     "group_traces",
     "build_pairs",
-    "texts_for",
     "DASH",
     "fmt",
     "fmt_ci",

@@ -10,7 +10,6 @@ trajectory divergences are computed alongside: D_iter, D_shape, D_struct.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable
@@ -20,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from quiver._canonical import canonical_json
-from quiver._distance import TextDistance, get_kernel, output_distance, texts_to_compare
+from quiver._distance import TextDistance, output_distance, output_distances, output_texts
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec, PipelineGraph
 from quiver._trace import Trace
 
-__all__ = ["PairTable", "NoPairsError", "group_traces", "build_pairs", "texts_for"]
+__all__ = ["PairTable", "NoPairsError", "group_traces", "build_pairs"]
 
 
 @dataclass
@@ -132,29 +131,64 @@ def build_pairs(
 ) -> PairTable:
     """Form every same-input pair and compute its node and field distances.
 
+    Each node's distinct comparisons (two different outputs the pairs align) are
+    computed once, with :func:`~quiver._distance.output_distances`; the pairs read them
+    off by index.
+
     Args:
         groups: Traces by input id (see :func:`group_traces`).
         graph: Gives each node's output spec (and the column order).
         text: Receives every text that some comparison needs embedded (each once,
-            before any distance is computed) and returns the text distance to use.
+            before any distance is computed, in an order fixed by the traces: node by
+            node in the graph's order, field by field, then by the pairs of values)
+            and returns the text distance to use. A text distance
+            with a ``distances(pairs)`` method (an
+            :class:`~quiver._distance.EmbeddingStore`) gets the plain text pairs of a
+            field in one call.
         progress: Called as ``progress(stage, done, total)``.
     """
     indexed = {g: [_Indexed.of(t) for t in ts] for g, ts in groups.items()}
-    pair_list = [(g, a, b) for g, ts in indexed.items() for a, b in itertools.combinations(ts, 2)]
-    if not pair_list:
+    traces = [t for ts in indexed.values() for t in ts]
+    starts = itertools.accumulate((len(ts) for ts in indexed.values()), initial=0)
+    rows = np.array(
+        [(gi, start + i, start + j) for gi, (start, ts) in enumerate(zip(starts, indexed.values(), strict=False))
+         for i, j in itertools.combinations(range(len(ts)), 2)],
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    if not len(rows):
         sizes = sorted({len(ts) for ts in groups.values()})
         raise NoPairsError(
             f"no input group has two traces ({sum(len(t) for t in groups.values())} trace(s) in "
             f"{len(groups)} group(s) of size {', '.join(map(str, sizes)) or '0'}): the analysis compares "
             "repeats of the same input; record with repeats >= 2, or group traces by a shared input_id"
         )
+    group, left, right = rows[:, 0], rows[:, 1], rows[:, 2]
     nodes = [n for n in graph.topological_order() if n in graph.nodes]
-    comparisons = _unique_comparisons(pair_list, nodes)
     parsed = _Parsed()
     _check_types(indexed, nodes, graph, parsed)
-    distance = text(_texts_needed(comparisons, graph, parsed))
-    results = _compare_all(comparisons, graph, distance, parsed, progress)
-    return _fill(pair_list, nodes, graph, list(indexed), results)
+    plans = {node: _NodePlan.of(node, traces, left, right) for node in nodes}
+    needed: dict[str, None] = {}
+    for node, plan in plans.items():
+        for pair in _named(node, output_texts, graph.nodes[node], plan.values(parsed), plan.lo, plan.hi):
+            needed.update(dict.fromkeys(pair))
+    distance = text(list(needed))
+    done, total = 0, sum(len(plan.lo) for plan in plans.values())
+    for node, plan in plans.items():
+        plan.total, plan.fields = _named(node, output_distances, graph.nodes[node], plan.values(parsed), plan.lo,
+                                         plan.hi, distance)
+        done += len(plan.lo)
+        if progress is not None:
+            progress("distances", done, total)
+    return _fill(traces, left, right, group, nodes, graph, list(indexed), plans, parsed)
+
+
+def _named(node: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, its errors saying which node (the error's type kept)."""
+    try:
+        return fn(*args)
+    except QuiverError as exc:
+        exc.args = (f"node {node!r}: {exc}",)
+        raise
 
 
 class _Parsed(dict[str, Any]):
@@ -187,84 +221,71 @@ def _check_types(indexed: dict[str, list[_Indexed]], nodes: list[str], graph: Pi
                         raise
 
 
-def _unique_comparisons(
-    pair_list: list[tuple[str, _Indexed, _Indexed]], nodes: list[str]
-) -> list[tuple[str, str, str]]:
-    """Every distinct (node, output, other output) the pairs compare, the two outputs in
-    sorted order, listed in the order the pairs first need them (deterministic: the
-    texts to embed are gathered in this order)."""
-    out: dict[tuple[str, str, str], None] = {}
-    none: list[str] = []
-    for _, a, b in pair_list:
-        for node in nodes:
-            for x, y in zip(a.outputs.get(node, none), b.outputs.get(node, none), strict=False):
-                if x != y:
-                    out[_comparison_key(node, x, y)] = None
-    return list(out)
+@dataclass
+class _NodePlan:
+    """One node's comparisons. Its distinct outputs (canonical JSON) are numbered in
+    sorted order; comparison ``k`` is ``outputs[lo[k]]`` against ``outputs[hi[k]]``
+    (``lo < hi``: the smaller text first, either way round the same comparison), with
+    distance ``total[k]`` and per-field distances ``fields[f][k]`` (NaN: undefined).
 
+    Attributes:
+        outputs: The node's distinct outputs in all traces.
+        first: (T,) per trace, the number of its output when the node ran exactly once
+            in it, else -1.
+        single: (P,) the node ran exactly once in each trace of the pair.
+        single_k: the comparison of each pair in ``single`` whose two outputs differ
+            (in row order), -1 where they are the same.
+        multi: code ``lo * len(outputs) + hi`` -> k, for the comparisons of pairs where
+            the node ran another number of times.
+        number: output -> its number.
+    """
 
-def _comparison_key(node: str, x: str, y: str) -> tuple[str, str, str]:
-    """The key of comparing two (canonical JSON) outputs of ``node``: the same either way round."""
-    return (node, x, y) if x < y else (node, y, x)
+    outputs: list[str]
+    number: dict[str, int]
+    first: np.ndarray
+    single: np.ndarray
+    single_k: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    multi: dict[int, int]
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, node: str, traces: list[_Indexed], left: np.ndarray, right: np.ndarray) -> _NodePlan:
+        none: list[str] = []
+        outputs = sorted({o for t in traces for o in t.outputs.get(node, none)})
+        number = {o: i for i, o in enumerate(outputs)}
+        size = max(len(outputs), 1)
+        ran = np.array([len(t.outputs.get(node, none)) for t in traces], dtype=np.int64)
+        first = np.array(
+            [number[t.outputs[node][0]] if n == 1 else -1 for t, n in zip(traces, ran.tolist(), strict=True)],
+            dtype=np.int64,
+        )
+        a, b = first[left], first[right]
+        single = (a >= 0) & (b >= 0)
+        differ = single & (a != b)
+        codes = [(np.minimum(a, b) * size + np.maximum(a, b))[differ]]
+        extra: list[int] = []
+        for row in np.flatnonzero(~single & (ran[left] > 0) & (ran[right] > 0)).tolist():
+            xs, ys = traces[left[row]].outputs[node], traces[right[row]].outputs[node]
+            extra += [min(number[x], number[y]) * size + max(number[x], number[y]) for x, y in zip(xs, ys, strict=False)
+                      if x != y]
+        distinct, inverse = np.unique(np.concatenate([*codes, np.array(extra, dtype=np.int64)]), return_inverse=True)
+        inverse = inverse.reshape(-1)
+        single_k = np.full(int(single.sum()), -1, dtype=np.int64)
+        single_k[differ[single]] = inverse[:len(codes[0])]
+        multi = {code: k for k, code in zip(inverse[len(codes[0]):].tolist(), extra, strict=True)}
+        return cls(outputs, number, first, single, single_k, distinct // size, distinct % size, multi)
 
-def _texts_needed(comparisons: list[tuple[str, str, str]], graph: PipelineGraph, parsed: _Parsed) -> list[str]:
-    texts: dict[str, None] = {}
-    for node, x, y in comparisons:
-        for s, t in texts_for(graph.nodes[node], parsed[x], parsed[y]):
-            texts[s] = None
-            texts[t] = None
-    return list(texts)
+    def values(self, parsed: _Parsed) -> list[Any]:
+        return [parsed[o] for o in self.outputs]
 
-
-_TEXT = "text"
-"""The type whose kernel compares its two strings themselves: read off directly."""
-
-
-def texts_for(spec: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
-    """The text pairs the distance of ``a`` and ``b`` needs: :func:`texts_to_compare`,
-    read directly off plain text fields instead of running the distance, and run only
-    for specs with parts of another type whose kernel uses text (``Kernel.uses_text``:
-    mapping, json, registered types that say so)."""
-    if spec.fields is None:
-        kind = spec.output.type if spec.output is not None else "json"
-        if kind == _TEXT:
-            return [(a, b)] if isinstance(a, str) and isinstance(b, str) and a != b else []
-        return texts_to_compare(spec, a, b) if get_kernel(kind).uses_text else []
-    if any(f.type != _TEXT and get_kernel(f.type).uses_text for f in spec.fields.values()):
-        return texts_to_compare(spec, a, b)
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return []
-    out = []
-    for name, f in spec.fields.items():
-        x, y = a.get(name), b.get(name)
-        if f.type == _TEXT and isinstance(x, str) and isinstance(y, str) and x != y:
-            out.append((x, y))
-    return out
-
-
-def _compare_all(
-    comparisons: list[tuple[str, str, str]],
-    graph: PipelineGraph,
-    distance: TextDistance,
-    parsed: _Parsed,
-    progress: Callable[[str, int, int], None] | None,
-) -> dict[tuple[str, str, str], tuple[float, dict[str, float]]]:
-    results = {}
-    total = len(comparisons)
-    memos: dict[str, dict[Any, float | None]] = {node: {} for node in graph.nodes}  # field distances of scalars
-    for i, key in enumerate(comparisons):
-        node, x, y = key
-        try:
-            results[key] = output_distance(graph.nodes[node], parsed[x], parsed[y], distance, memo=memos[node])
-        except QuiverError as exc:
-            exc.args = (f"node {node!r}: {exc}",)  # say which node, keep the error's type
-            raise
-        if progress is not None and (i + 1) % 500 == 0:
-            progress("distances", i + 1, total)
-    if progress is not None:
-        progress("distances", total, total)
-    return results
+    def of_pair(self, x: str, y: str) -> tuple[float, dict[str, float]]:
+        """The distance of two different outputs and their defined per-field distances."""
+        i, j = self.number[x], self.number[y]
+        k = self.multi[min(i, j) * max(len(self.outputs), 1) + max(i, j)]
+        return float(self.total[k]), {f: float(v[k]) for f, v in self.fields.items() if not np.isnan(v[k])}
 
 
 def _field_names(spec: NodeSpec) -> list[str]:
@@ -272,56 +293,68 @@ def _field_names(spec: NodeSpec) -> list[str]:
 
 
 def _fill(
-    pair_list: list[tuple[str, _Indexed, _Indexed]],
+    traces: list[_Indexed],
+    left: np.ndarray,
+    right: np.ndarray,
+    group: np.ndarray,
     nodes: list[str],
     graph: PipelineGraph,
     group_names: list[str],
-    results: dict[tuple[str, str, str], tuple[float, dict[str, float]]],
+    plans: dict[str, _NodePlan],
+    parsed: _Parsed,
 ) -> PairTable:
-    p, n = len(pair_list), len(nodes)
-    d = np.full((p, n), np.nan)
-    counts = np.zeros((p, n, 2), dtype=np.int64)
+    """The table, column by column: pair ``p`` compares ``traces[left[p]]`` with
+    ``traces[right[p]]``. A node that ran once in each trace (the common case) is read
+    off its comparisons by array indexing; any other count goes through
+    :func:`_node_distance`."""
+    p = len(left)
+    ran = sorted({node for t in traces for node in t.outputs})
+    ran_col = {node: k for k, node in enumerate(ran)}
+    calls = np.zeros((len(traces), len(ran)), dtype=np.int64)
+    for i, t in enumerate(traces):
+        for node, outs in t.outputs.items():
+            calls[i, ran_col[node]] = len(outs)
+    decided: dict[frozenset[tuple[str, int, str]], int] = {}
+    decision_id = np.array([decided.setdefault(t.decisions, len(decided)) for t in traces], dtype=np.int64)
+    d = np.full((p, len(nodes)), np.nan)
+    counts = np.zeros((p, len(nodes), 2), dtype=np.int64)
     fields = {node: {f: np.full(p, np.nan) for f in _field_names(graph.nodes[node])} for node in nodes}
-    d_iter = np.zeros(p, dtype=np.int64)
-    d_shape = np.zeros(p, dtype=bool)
-    d_struct = np.zeros(p, dtype=bool)
-    gindex = {g: i for i, g in enumerate(group_names)}
-    group = np.array([gindex[g] for g, _, _ in pair_list], dtype=np.int64)
-    columns = [(col, node, _field_names(graph.nodes[node]), fields[node]) for col, node in enumerate(nodes)]
     none: list[str] = []
-    for row, (_, a, b) in enumerate(pair_list):
-        d_shape[row] = a.decisions != b.decisions
-        ran_a, ran_b = a.outputs.keys(), b.outputs.keys()
-        d_struct[row] = ran_a != ran_b
-        d_iter[row] = sum(abs(len(a.outputs.get(k, none)) - len(b.outputs.get(k, none))) for k in ran_a | ran_b)
-        for col, node, names, columns_of in columns:
-            xs, ys = a.outputs.get(node, none), b.outputs.get(node, none)
-            counts[row, col] = (len(xs), len(ys))
-            if xs or ys:
-                total, per_field = _node_distance(node, xs, ys, results, names)
-                d[row, col] = total
-                for f, v in per_field.items():
-                    columns_of[f][row] = v
+    for col, node in enumerate(nodes):
+        if node not in ran_col:
+            continue
+        n_a, n_b = calls[left, ran_col[node]], calls[right, ran_col[node]]
+        counts[:, col, 0], counts[:, col, 1] = n_a, n_b
+        plan, names, columns = plans[node], _field_names(graph.nodes[node]), fields[node]
+        rows = np.flatnonzero(plan.single)
+        same, differ = rows[plan.single_k < 0], rows[plan.single_k >= 0]
+        d[same, col] = 0.0  # identical outputs: every field present in them is 0 (QUIVER.md §6)
+        output_of_same = plan.first[left[same]]
+        for f in names:
+            present = np.array([f in _present(parsed[o], names) for o in plan.outputs], dtype=bool)
+            columns[f][same[present[output_of_same]]] = 0.0
+        k = plan.single_k[plan.single_k >= 0]
+        d[differ, col] = plan.total[k]
+        for f in names:
+            columns[f][differ] = plan.fields[f][k]
+        for row in np.flatnonzero(~plan.single & ((n_a > 0) | (n_b > 0))).tolist():
+            xs, ys = traces[left[row]].outputs.get(node, none), traces[right[row]].outputs.get(node, none)
+            d[row, col], per_field = _node_distance(plan, xs, ys, names, parsed)
+            for f, v in per_field.items():
+                columns[f][row] = v
     return PairTable(
         nodes=nodes, groups=group_names, group=group,
-        trace_ids=[(a.trace_id, b.trace_id) for _, a, b in pair_list], d=d, fields=fields,
-        counts=counts, d_iter=d_iter, d_shape=d_shape, d_struct=d_struct,
+        trace_ids=[(traces[a].trace_id, traces[b].trace_id)
+                   for a, b in zip(left.tolist(), right.tolist(), strict=True)],
+        d=d, fields=fields, counts=counts, d_iter=np.abs(calls[left] - calls[right]).sum(axis=1),
+        d_shape=decision_id[left] != decision_id[right], d_struct=((calls[left] > 0) != (calls[right] > 0)).any(axis=1),
     )
 
 
 def _node_distance(
-    node: str,
-    xs: list[str],
-    ys: list[str],
-    results: dict[tuple[str, str, str], tuple[float, dict[str, float]]],
-    names: list[str],
+    plan: _NodePlan, xs: list[str], ys: list[str], names: list[str], parsed: _Parsed
 ) -> tuple[float, dict[str, float]]:
     """QUIVER.md §6 [engine]: mean over aligned occurrences, a call in one trace only = 1."""
-    if len(xs) == 1 and len(ys) == 1:  # one call on each side: the common case, without the lists
-        x, y = xs[0], ys[0]
-        if x == y:
-            return 0.0, {f: 0.0 for f in _present(x, tuple(names))}
-        return results[_comparison_key(node, x, y)]
     totals: list[float] = []
     per_field: dict[str, list[float]] = {f: [] for f in names}
     for k in range(max(len(xs), len(ys))):
@@ -332,10 +365,10 @@ def _node_distance(
             continue
         if xs[k] == ys[k]:
             totals.append(0.0)
-            for f in _present(xs[k], tuple(names)):
+            for f in _present(parsed[xs[k]], names):
                 per_field[f].append(0.0)
             continue
-        total, fs = results[_comparison_key(node, xs[k], ys[k])]
+        total, fs = plan.of_pair(xs[k], ys[k])
         totals.append(total)
         for f in names:
             if f in fs:
@@ -343,11 +376,9 @@ def _node_distance(
     return sum(totals) / len(totals), {f: sum(v) / len(v) for f, v in per_field.items() if v}
 
 
-@functools.lru_cache(maxsize=65536)
-def _present(output: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The fields of a (canonical JSON) output that are present: a field missing on
-    both sides of a comparison is left out of that field's mean (QUIVER.md §6)."""
-    if names == ("output",):
+def _present(output: Any, names: list[str]) -> list[str]:
+    """The fields of an output that are present: a field missing on both sides of a
+    comparison is left out of that field's mean (QUIVER.md §6)."""
+    if names == ["output"]:
         return names
-    value = json.loads(output)
-    return tuple(f for f in names if isinstance(value, dict) and f in value)
+    return [f for f in names if isinstance(output, dict) and f in output]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from quiver import NodeCall, PipelineGraph, Trace, analyze, texts_to_compare
-from quiver._stats import texts_for
+from quiver._distance import output_texts
 
 SENTENCES = [
     "Your invoice was charged twice this month.",
@@ -115,7 +115,7 @@ def test_faithfulness_against_a_golden_file(corpus: list[Trace], tmp_path: Path)
 )
 def test_the_quick_text_collector_matches_the_distance_exactly(spec: dict[str, Any], a: Any, b: Any) -> None:
     node = PipelineGraph(nodes={"n": spec}).nodes["n"]
-    assert texts_for(node, a, b) == texts_to_compare(node, a, b)
+    assert output_texts(node, [a, b], [0], [1]) == texts_to_compare(node, a, b)
 
 
 def test_a_golden_file_with_bad_bytes_or_deep_nesting_names_its_line(tmp_path: Path) -> None:

@@ -22,13 +22,13 @@ from quiver._distance import (
     KernelError,
     TextDistance,
     output_distance,
+    output_texts,
     register_kernel,
     registered_kernels,
     unregister_kernel,
     value_distance,
 )
 from quiver._graph import load_graph
-from quiver._stats import texts_for
 
 BUILT_IN = ["categorical", "bool", "numeric", "set", "list", "text", "mapping", "json"]
 LEVELS = ["low", "medium", "high", "critical"]
@@ -128,7 +128,7 @@ def test_a_graph_file_declares_the_new_type_and_the_distances_use_it(
     total, per_field = output_distance(triage, a, b, words)
     assert per_field == {"urgency": pytest.approx(2 / 3), "note": pytest.approx(0.8)}  # 1 - 1/5 shared words
     assert total == pytest.approx((2 * 2 / 3 + 1 * 0.8) / 3)  # routing weighs 2, context 1
-    assert texts_for(triage, a, b) == [(a["note"], b["note"])]  # the ordinal field needs no text
+    assert output_texts(triage, [a, b], [0], [1]) == [(a["note"], b["note"])]  # the ordinal field needs no text
 
 
 def test_the_new_kernel_reports_values_of_the_wrong_kind(ordinal_type: Kernel) -> None:
