@@ -17,7 +17,9 @@ ones below with :func:`~quiver.register_kernel`, as any other type registers::
 Text distances come from a :class:`TextDistance` the caller supplies (in practice
 :meth:`quiver._distance.EmbeddingStore.distance`); :func:`texts_to_compare` lists the text
 pairs a computation will need, so that every text can be embedded once, in a batch,
-first.
+first. For many pairs of one node's outputs at once (the analysis' pair table),
+:func:`output_distances` gives the same numbers bit for bit with each field's kernel run
+once per distinct pair of values, and :func:`output_texts` lists their text pairs.
 
 Choices QUIVER.md leaves open, made here **[engine]**:
 
@@ -42,8 +44,9 @@ Choices QUIVER.md leaves open, made here **[engine]**:
 * A node whose kept fields all weigh 0 (observability only), or which has no field
   defined for the pair, has distance 0.0. A :class:`~quiver._graph.NodeSpec` with neither
   ``fields`` nor ``output`` is compared as one whole JSON output.
-* Bools are Python or NumPy bools; NumPy is not imported here (none of its bools can
-  exist before it is), so that validating a graph's types loads no numerical library.
+* Bools are Python or NumPy bools; NumPy is not imported at the top here (none of its
+  bools can exist before it is; :func:`output_distances` imports it when called), so
+  that validating a graph's types loads no numerical library.
 """
 
 from __future__ import annotations
