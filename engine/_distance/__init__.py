@@ -22,9 +22,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "get_kernel", "unregister_kernel",
     ),
     ".kernels": (
-        "FieldTypeError", "value_distance", "output_distance", "output_distances", "output_texts", "texts_to_compare",
-        "numeric_distance",
-        "jaccard_distance", "edit_distance", "footrule_distance",
+        "FieldTypeError", "value_distance", "output_distance", "output_distances", "output_texts", "OutputColumns",
+        "texts_to_compare", "numeric_distance", "jaccard_distance", "edit_distance", "footrule_distance",
     ),
     ".embed": (
         "Embedder", "EmbeddingError", "SentenceTransformerEmbedder", "FunctionEmbedder", "EmbeddingStore",
@@ -45,6 +44,7 @@ if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing h
     )
     from .kernels import (
         FieldTypeError as FieldTypeError,
+        OutputColumns as OutputColumns,
         edit_distance as edit_distance,
         footrule_distance as footrule_distance,
         jaccard_distance as jaccard_distance,

@@ -74,6 +74,7 @@ __all__ = [
     "texts_to_compare",
     "output_distances",
     "output_texts",
+    "OutputColumns",
     "numeric_distance",
     "jaccard_distance",
     "edit_distance",
@@ -200,15 +201,29 @@ def output_distance(
 def output_distances(
     node: NodeSpec, outputs: Sequence[Any], left: Sequence[int], right: Sequence[int], text: TextDistance
 ) -> tuple[Any, dict[str, Any]]:
-    """:func:`output_distance` of many pairs of outputs of one node at once.
+    """:func:`output_distance` of many pairs of outputs of one node at once
+    (:meth:`OutputColumns.distances`)."""
+    return OutputColumns(node, outputs).distances(left, right, text)
 
-    Pair ``k`` compares ``outputs[left[k]]`` (as ``a``) with ``outputs[right[k]]``. The
-    numbers are bit for bit those of :func:`output_distance` pair by pair: each field's
-    kernel runs once per distinct ordered pair of that field's values (values keyed by
-    type and value for scalars, by canonical JSON otherwise: a kernel's result is a
-    function of its spec, its two values and ``text``), and the weighted mean is summed
-    field by field in declaration order, as there. What is saved is the per-pair work of
-    fields whose values repeat across outputs (categories, flags, lists of ids).
+
+def output_texts(
+    node: NodeSpec, outputs: Sequence[Any], left: Sequence[int], right: Sequence[int]
+) -> list[tuple[str, str]]:
+    """The text pairs :func:`output_distances` of the same arguments passes to its text
+    distance (:meth:`OutputColumns.texts`)."""
+    return OutputColumns(node, outputs).texts(left, right)
+
+
+class OutputColumns:
+    """One node's distinct outputs, split once into the columns its distance reads: the
+    fields in declaration order, each output's value of each numbered among that field's
+    distinct values (or, for a node without fields, the outputs themselves as the one
+    column ``"output"``). Then, for any pairs of these outputs, :meth:`distances` gives
+    :func:`output_distance` of each pair bit for bit, each field's kernel run once per
+    distinct ordered pair of that field's values (a kernel's result is a function of its
+    spec, its two values and the text distance), and the weighted mean summed field by
+    field in declaration order, as there. What is saved is the per-pair work of fields
+    whose values repeat across outputs (categories, flags, lists of ids, texts).
 
     Args:
         node: The node's output spec.
@@ -216,73 +231,90 @@ def output_distances(
             (:func:`quiver._canonical.canonical_json`): plain dicts with sorted keys,
             lists, strings, numbers, bools, None. Values are told apart by type and
             canonical JSON, which is exact for such values.
-        left: Index into ``outputs`` of each pair's first output.
-        right: Index of each pair's second output.
-        text: The text distance.
-
-    Returns:
-        ``(distance, per_field)``: NumPy float arrays of one value per pair;
-        ``per_field`` has every declared field (``"output"`` for a whole-output node),
-        NaN where the field is undefined for the pair (missing on both sides).
-
-    Raises:
-        FieldTypeError: A field value of the wrong kind for its declared type.
     """
-    import numpy as np  # here, not at the top: validating a graph must not load NumPy
 
-    lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
-    columns = _columns_of(node, outputs)
-    if node.fields is None:  # the outputs themselves, compared as they are
-        _, spec, ids, values = columns[0]
-        whole = _column(spec, ids, values, lhs, rhs, text, "output")
-        return whole, {"output": whole}
-    total = np.zeros(len(lhs))
-    weighted = np.zeros(len(lhs))
-    per_field: dict[str, Any] = {}
-    for name, spec, ids, values in columns:
-        column = per_field[name] = _column(spec, ids, values, lhs, rhs, text, name)
-        defined = ~np.isnan(column)
-        weight = spec.effective_weight
-        total += np.where(defined, weight, 0.0)  # x + 0.0 is x: the same sums as output_distance's
-        weighted += np.where(defined, weight * np.where(defined, column, 0.0), 0.0)
-    distance = np.zeros(len(lhs))
-    np.divide(weighted, total, out=distance, where=total > 0)
-    return distance, per_field
+    def __init__(self, node: NodeSpec, outputs: Sequence[Any]) -> None:
+        self.node = node
+        self.columns = _columns_of(node, outputs)
+
+    def check(self) -> None:
+        """Check every distinct value against its declared type (each compared with
+        itself, as :func:`output_distance` of an output with itself would).
+
+        Raises:
+            FieldTypeError: A value of the wrong kind for its field's type.
+        """
+        for name, spec, _, values in self.columns:
+            for value in values:
+                _if_present(spec, value, value, _no_text, name)
+
+    def distances(self, left: Sequence[int], right: Sequence[int], text: TextDistance) -> tuple[Any, dict[str, Any]]:
+        """The distance of each pair ``k``: ``outputs[left[k]]`` (as ``a``) against
+        ``outputs[right[k]]``.
+
+        Returns:
+            ``(distance, per_field)``: NumPy float arrays of one value per pair;
+            ``per_field`` has every declared field (``"output"`` for a whole-output
+            node), NaN where the field is undefined for the pair (missing on both sides).
+
+        Raises:
+            FieldTypeError: A field value of the wrong kind for its declared type.
+        """
+        import numpy as np  # here, not at the top: validating a graph must not load NumPy
+
+        lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        if self.node.fields is None:  # the outputs themselves, compared as they are
+            _, spec, ids, values = self.columns[0]
+            whole = _column(spec, ids, values, lhs, rhs, text, "output")
+            return whole, {"output": whole}
+        total = np.zeros(len(lhs))
+        weighted = np.zeros(len(lhs))
+        per_field: dict[str, Any] = {}
+        for name, spec, ids, values in self.columns:
+            column = per_field[name] = _column(spec, ids, values, lhs, rhs, text, name)
+            defined = ~np.isnan(column)
+            weight = spec.effective_weight
+            total += np.where(defined, weight, 0.0)  # x + 0.0 is x: the same sums as output_distance's
+            weighted += np.where(defined, weight * np.where(defined, column, 0.0), 0.0)
+        distance = np.zeros(len(lhs))
+        np.divide(weighted, total, out=distance, where=total > 0)
+        return distance, per_field
+
+    def texts(self, left: Sequence[int], right: Sequence[int]) -> list[tuple[str, str]]:
+        """The text pairs :meth:`distances` of the same pairs passes to its text distance
+        (each distinct pair of field values once, ``s != t``): embed their texts in one
+        batch first. Read directly off fields of the plain text type; for other types
+        whose kernel uses text (mapping, json, registered ones that say so) by running
+        the kernel with a text distance that records its calls.
+
+        Raises:
+            FieldTypeError: As :meth:`distances` would.
+        """
+        import numpy as np
+
+        lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        out: list[tuple[str, str]] = []
+
+        def record(s: str, t: str) -> float:
+            out.append((s, t))
+            return 0.0
+
+        for name, spec, ids, values in self.columns:
+            kernel = KERNELS.find(spec.type) or get_kernel(spec.type)
+            if not kernel.uses_text:
+                continue
+            plain = kernel.fn is _text_kernel
+            for a, b in _distinct_pairs(ids, values, lhs, rhs)[0]:
+                if plain:
+                    if type(a) is str and type(b) is str and a != b:
+                        out.append((a, b))
+                else:
+                    _if_present(spec, a, b, record, name)
+        return out
 
 
-def output_texts(
-    node: NodeSpec, outputs: Sequence[Any], left: Sequence[int], right: Sequence[int]
-) -> list[tuple[str, str]]:
-    """The text pairs :func:`output_distances` of the same arguments passes to its text
-    distance (each distinct pair of field values once, ``s != t``): embed their texts in
-    one batch first. Read directly off fields of the plain text type; for other types
-    whose kernel uses text (mapping, json, registered ones that say so) by running the
-    kernel with a text distance that records its calls.
-
-    Raises:
-        FieldTypeError: As :func:`output_distances` would.
-    """
-    import numpy as np
-
-    lhs, rhs = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
-    out: list[tuple[str, str]] = []
-
-    def record(s: str, t: str) -> float:
-        out.append((s, t))
-        return 0.0
-
-    for name, spec, ids, values in _columns_of(node, outputs):
-        kernel = KERNELS.find(spec.type) or get_kernel(spec.type)
-        if not kernel.uses_text:
-            continue
-        plain = kernel.fn is _text_kernel
-        for a, b in _distinct_pairs(ids, values, lhs, rhs)[0]:
-            if plain:
-                if type(a) is str and type(b) is str and a != b:
-                    out.append((a, b))
-            else:
-                _if_present(spec, a, b, record, name)
-    return out
+def _no_text(a: str, b: str) -> float:  # pragma: no cover - identical values never reach it
+    raise AssertionError("a value compared with itself needs no text distance")
 
 
 def _columns_of(node: NodeSpec, outputs: Sequence[Any]) -> list[tuple[str, FieldSpec, Any, list[Any]]]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from quiver._canonical import canonical_json
-from quiver._distance import TextDistance, output_distance, output_distances, output_texts
+from quiver._distance import OutputColumns, TextDistance
 from quiver._errors import QuiverError
 from quiver._graph import NodeSpec, PipelineGraph
 from quiver._trace import Trace
@@ -165,17 +165,18 @@ def build_pairs(
     group, left, right = rows[:, 0], rows[:, 1], rows[:, 2]
     nodes = [n for n in graph.topological_order() if n in graph.nodes]
     parsed = _Parsed()
-    _check_types(indexed, nodes, graph, parsed)
     plans = {node: _NodePlan.of(node, traces, left, right) for node in nodes}
+    columns = {node: OutputColumns(graph.nodes[node], [parsed[o] for o in plans[node].outputs]) for node in nodes}
+    for node in nodes:  # every value against its declared type before any embedding work: a wrong type is
+        _named(node, columns[node].check)  # reported at once, not after minutes of encoding
     needed: dict[str, None] = {}
     for node, plan in plans.items():
-        for pair in _named(node, output_texts, graph.nodes[node], plan.values(parsed), plan.lo, plan.hi):
+        for pair in _named(node, columns[node].texts, plan.lo, plan.hi):
             needed.update(dict.fromkeys(pair))
     distance = text(list(needed))
     done, total = 0, sum(len(plan.lo) for plan in plans.values())
     for node, plan in plans.items():
-        plan.total, plan.fields = _named(node, output_distances, graph.nodes[node], plan.values(parsed), plan.lo,
-                                         plan.hi, distance)
+        plan.total, plan.fields = _named(node, columns[node].distances, plan.lo, plan.hi, distance)
         done += len(plan.lo)
         if progress is not None:
             progress("distances", done, total)
@@ -197,28 +198,6 @@ class _Parsed(dict[str, Any]):
     def __missing__(self, key: str) -> Any:
         value = self[key] = json.loads(key)
         return value
-
-
-def _no_text(a: str, b: str) -> float:  # pragma: no cover - identical values never reach it
-    raise AssertionError("an output compared with itself needs no text distance")
-
-
-def _check_types(indexed: dict[str, list[_Indexed]], nodes: list[str], graph: PipelineGraph, parsed: _Parsed) -> None:
-    """Check every distinct output against its node's declared types before any
-    embedding work: a wrong type is reported at once, not after minutes of encoding."""
-    seen: set[tuple[str, str]] = set()
-    for traces in indexed.values():
-        for t in traces:
-            for node in nodes:
-                for out in t.outputs.get(node, []):
-                    if (node, out) in seen:
-                        continue
-                    seen.add((node, out))
-                    try:
-                        output_distance(graph.nodes[node], parsed[out], parsed[out], _no_text)
-                    except QuiverError as exc:
-                        exc.args = (f"node {node!r}: {exc}",)
-                        raise
 
 
 @dataclass
@@ -277,9 +256,6 @@ class _NodePlan:
         single_k[differ[single]] = inverse[:len(codes[0])]
         multi = {code: k for k, code in zip(inverse[len(codes[0]):].tolist(), extra, strict=True)}
         return cls(outputs, number, first, single, single_k, distinct // size, distinct % size, multi)
-
-    def values(self, parsed: _Parsed) -> list[Any]:
-        return [parsed[o] for o in self.outputs]
 
     def of_pair(self, x: str, y: str) -> tuple[float, dict[str, float]]:
         """The distance of two different outputs and their defined per-field distances."""
