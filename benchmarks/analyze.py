@@ -64,22 +64,22 @@ def child_analyze(corpus: Path, cache: Path, texts_out: Path, distances_out: Pat
 
     asked: dict[str, None] = {}
     pairs: dict[tuple[str, str], float] = {}
-    ensure, distance = EmbeddingStore.ensure, EmbeddingStore.distance
+    ensure, distances = EmbeddingStore.ensure, EmbeddingStore.distances
 
     def recording_ensure(self: EmbeddingStore, texts: Any, progress: Any = None) -> None:
         texts = list(texts)
         asked.update(dict.fromkeys(texts))
         ensure(self, texts, progress)
 
-    def recording_distance(self: EmbeddingStore, a: str, b: str) -> float:
-        d = distance(self, a, b)
-        if a != b:
-            pairs[(a, b)] = d
-        return d
+    def recording_distances(self: EmbeddingStore, many: Any) -> list[float]:  # distance() calls it too
+        many = list(many)
+        found = distances(self, many)
+        pairs.update(((a, b), d) for (a, b), d in zip(many, found, strict=True) if a != b)
+        return found
 
     EmbeddingStore.ensure = recording_ensure  # type: ignore[method-assign]
     if distances_out is not None:
-        EmbeddingStore.distance = recording_distance  # type: ignore[method-assign]
+        EmbeddingStore.distances = recording_distances  # type: ignore[method-assign]
     start = time.perf_counter()
     profile = analyze(corpus, cache_dir=cache)
     seconds = time.perf_counter() - start
