@@ -6,9 +6,11 @@ for (sentence-transformers sorts them by length itself), with the model's load: 
 can embed those texts faster on this machine. Each side runs in a fresh Python process
 (interpreter start, imports and model load included on both sides), after one process
 that imports torch and sentence-transformers once so both find them in the page cache;
-the times are wall times of those processes, measured here. Each side runs three
+the times are wall times of those processes, measured here. Each side runs several
 times, interleaved (cold, floor, cold, floor, ...), and the least time of each side is used: the
-run least disturbed by other work on the machine (all are printed).
+run least disturbed by other work on the machine (all are printed). Three times on the
+long corpus, five on the short one: its floor is about 20 s, and other work on this
+machine moves single runs of either side by 2 to 5 s.
 
 Three corpora (see ``benchmarks/_corpora.py``):
 
@@ -27,7 +29,7 @@ Three corpora (see ``benchmarks/_corpora.py``):
   memory (the analysing process' resident high-water mark), and how each grows.
 
 Run: ``python benchmarks/analyze.py [--corpora long,short,paper] [--conversations 200]
-[--long-traces 700]``. Takes about 15 minutes for all three on 2 cores.
+[--long-traces 700]``. Takes about 17 minutes for all three on 2 cores.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ import numpy as np
 from _corpora import long_corpus, short_corpus  # benchmarks/, first on the path
 
 HERE = Path(__file__).resolve()
-ROUNDS = 3
-"""Runs of each side of a cold / floor ratio, interleaved."""
+ROUNDS = {"long": 3, "short": 5}
+"""Runs of each side of a cold / floor ratio, interleaved, by corpus."""
 
 
 # --------------------------------------------------------------------------- children
@@ -158,7 +160,7 @@ def against_floor(name: str, traces: list[Any], work: Path, *, check_distances: 
     write_corpus(corpus, traces)
     distances = folder / "distances.pkl" if check_distances else None
     colds, floors = [], []
-    for attempt in range(ROUNDS):  # interleaved; the least of each side is the least disturbed by other work
+    for attempt in range(ROUNDS[name]):  # interleaved; the least of each side is the least disturbed by other work
         cache = folder / f"cache-{attempt}"  # cold every time
         colds.append(run_child("analyze", str(corpus), str(cache), str(texts), str(distances or "")))
         floors.append(run_child("floor", str(texts)))
@@ -174,7 +176,7 @@ def against_floor(name: str, traces: list[Any], work: Path, *, check_distances: 
     print(f"  cold analysis {cold:.1f} s (analyze() {info['analyze_seconds']:.1f} s: load {emb['load_seconds']:.1f} s, "
           f"encode {emb['encode_seconds']:.1f} s); floor {floor:.1f} s (load {floor_info['load_seconds']:.1f} s, "
           f"encode {floor_info['encode_seconds']:.1f} s); cold / floor = {cold / floor:.3f} (target <= 1.1); "
-          f"the least of {ROUNDS} interleaved runs of each (all cold: {', '.join(f'{c:.1f}' for c, _ in colds)} s; "
+          f"the least of {ROUNDS[name]} interleaved runs of each (all cold: {', '.join(f'{c:.1f}' for c, _ in colds)} s; "
           f"floor: {', '.join(f'{f:.1f}' for f, _ in floors)} s)")
     if distances is not None:
         _, check = run_child("arrival", str(texts), str(distances))
