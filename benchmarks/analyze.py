@@ -176,7 +176,8 @@ def against_floor(name: str, traces: list[Any], work: Path, *, check_distances: 
     print(f"  cold analysis {cold:.1f} s (analyze() {info['analyze_seconds']:.1f} s: load {emb['load_seconds']:.1f} s, "
           f"encode {emb['encode_seconds']:.1f} s); floor {floor:.1f} s (load {floor_info['load_seconds']:.1f} s, "
           f"encode {floor_info['encode_seconds']:.1f} s); cold / floor = {cold / floor:.3f} (target <= 1.1); "
-          f"the least of {ROUNDS[name]} interleaved runs of each (all cold: {', '.join(f'{c:.1f}' for c, _ in colds)} s; "
+          f"the least of {ROUNDS[name]} interleaved runs of each "
+          f"(all cold: {', '.join(f'{c:.1f}' for c, _ in colds)} s; "
           f"floor: {', '.join(f'{f:.1f}' for f, _ in floors)} s)")
     if distances is not None:
         _, check = run_child("arrival", str(texts), str(distances))
