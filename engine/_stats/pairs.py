@@ -305,10 +305,11 @@ def _fill(
         rows = np.flatnonzero(plan.single)
         same, differ = rows[plan.single_k < 0], rows[plan.single_k >= 0]
         d[same, col] = 0.0  # identical outputs: every field present in them is 0 (QUIVER.md §6)
-        output_of_same = plan.first[left[same]]
-        for f in names:
-            present = np.array([f in _present(parsed[o], names) for o in plan.outputs], dtype=bool)
-            columns[f][same[present[output_of_same]]] = 0.0
+        outputs, of_row = np.unique(plan.first[left[same]], return_inverse=True)
+        has = [set(_present(parsed[plan.outputs[i]], names)) for i in outputs.tolist()]
+        present = np.array([[f in fs for f in names] for fs in has], dtype=bool).reshape(len(outputs), len(names))
+        for c, f in enumerate(names):
+            columns[f][same[present[of_row.reshape(-1), c]]] = 0.0
         k = plan.single_k[plan.single_k >= 0]
         d[differ, col] = plan.total[k]
         for f in names:
