@@ -51,11 +51,15 @@ def to_jsonable(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_LINE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""What ``json.dumps`` with these arguments builds on every call, built once (an
+encoder keeps no state between calls): the same text, without the set-up."""
+
+
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` to canonical JSON: sorted keys, no whitespace, UTF-8."""
-    return json.dumps(
-        to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return _CANONICAL.encode(to_jsonable(value))
 
 
 def content_hash(value: Any) -> str:
@@ -70,4 +74,4 @@ def content_hash(value: Any) -> str:
 
 def dumps_line(data: Any) -> str:
     """Serialise already-jsonable data as one compact JSON line, keys in given order."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _LINE.encode(data)
