@@ -64,7 +64,7 @@ from quiver._canonical import canonical_json, to_jsonable
 from quiver._errors import QuiverError
 from quiver._graph import FieldSpec, NodeSpec, infer_field
 
-from .registry import KERNELS, KernelError, TextDistance, get_kernel, register_kernel
+from .registry import KERNELS, Kernel, KernelError, TextDistance, get_kernel, register_kernel
 
 __all__ = [
     "TextDistance",
@@ -139,7 +139,7 @@ def value_distance(spec: FieldSpec, a: Any, b: Any, text: TextDistance) -> float
 
 
 def output_distance(
-    node: NodeSpec, a: Any, b: Any, text: TextDistance, *, memo: dict[Any, float | None] | None = None
+    node: NodeSpec, a: Any, b: Any, text: TextDistance
 ) -> tuple[float, dict[str, float]]:
     """The distance of two outputs of one node, and its per-field distances.
 
@@ -156,10 +156,6 @@ def output_distance(
         a: One output.
         b: The other output.
         text: The text distance.
-        memo: A dict kept across calls for the outputs of this one node: field
-            distances of scalar values (str, int, float, bool, None, or absent) are
-            looked up there before their kernel runs, and stored. Exact: a field's
-            distance is a function of its spec, its two values and ``text``.
 
     Returns:
         ``(distance, per_field)``; ``per_field`` has every declared field that is
@@ -177,19 +173,7 @@ def output_distance(
     per_field: dict[str, float] = {}
     total = weighted = 0.0
     for name, spec in node.fields.items():
-        field_d: float | None
-        if memo is None:
-            field_d = _present_distance(spec, side_a, side_b, name, text, name)
-        else:
-            va, vb = side_a.get(name, _ABSENT), side_b.get(name, _ABSENT)
-            ta, tb = type(va), type(vb)
-            if ta in _MEMO_TYPES and tb in _MEMO_TYPES:
-                key = (name, ta, va, tb, vb)  # the types keep 1, 1.0 and True apart
-                field_d = memo.get(key, _MISSING)
-                if field_d is _MISSING:
-                    field_d = memo[key] = _present_distance(spec, side_a, side_b, name, text, name)
-            else:
-                field_d = _present_distance(spec, side_a, side_b, name, text, name)
+        field_d = _present_distance(spec, side_a, side_b, name, text, name)
         if field_d is not None:
             per_field[name] = field_d
             weight = spec.effective_weight
@@ -275,7 +259,7 @@ class OutputColumns:
             defined = ~np.isnan(column)
             weight = spec.effective_weight
             total += np.where(defined, weight, 0.0)  # x + 0.0 is x: the same sums as output_distance's
-            weighted += np.where(defined, weight * np.where(defined, column, 0.0), 0.0)
+            weighted += weight * np.where(defined, column, 0.0)
         distance = np.zeros(len(lhs))
         np.divide(weighted, total, out=distance, where=total > 0)
         return distance, per_field
@@ -300,7 +284,7 @@ class OutputColumns:
             return 0.0
 
         for name, spec, ids, values in self.columns:
-            kernel = KERNELS.find(spec.type) or get_kernel(spec.type)
+            kernel = _kernel(spec)
             if not kernel.uses_text:
                 continue
             plain = kernel.fn is _text_kernel
@@ -351,7 +335,7 @@ def _column(
     pairs, inverse = _distinct_pairs(ids, values, lhs, rhs)
     found = np.empty(len(pairs))
     many = getattr(text, "distances", None)
-    plain_text = many is not None and (KERNELS.find(spec.type) or get_kernel(spec.type)).fn is _text_kernel
+    plain_text = many is not None and _kernel(spec).fn is _text_kernel
     batch: list[tuple[str, str]] = []
     batch_at: list[int] = []
     for u, (a, b) in enumerate(pairs):
@@ -378,7 +362,7 @@ def _field_values(outputs: Sequence[Any], name: str) -> tuple[Any, list[Any]]:
     for i, output in enumerate(outputs):
         value = output.get(name, _ABSENT) if isinstance(output, Mapping) else _ABSENT
         kind = type(value)
-        if kind in _MEMO_TYPES:
+        if kind in _SCALAR_KEYED:
             key: Any = (kind, value)  # the types keep 1, 1.0 and True apart
         else:
             try:
@@ -394,12 +378,12 @@ def _field_values(outputs: Sequence[Any], name: str) -> tuple[Any, list[Any]]:
 
 
 class _Absent:
-    """A field missing from an output (a memo key part)."""
+    """A field missing from an output (a value of a column, see :func:`_field_values`)."""
 
 
 _ABSENT = _Absent()
-_MISSING: Any = object()
-_MEMO_TYPES = frozenset({str, int, float, bool, type(None), _Absent})
+_SCALAR_KEYED = frozenset({str, int, float, bool, type(None), _Absent})
+"""Types whose values key a column's distinct values as they are (with their type)."""
 
 
 def texts_to_compare(node: NodeSpec, a: Any, b: Any) -> list[tuple[str, str]]:
@@ -439,11 +423,16 @@ def _refused_text(a: str, b: str) -> float:
     raise _TextRefused
 
 
+def _kernel(spec: FieldSpec) -> Kernel:
+    """The registered kernel of ``spec.type`` (``find``: the fast path, once per value)."""
+    return KERNELS.find(spec.type) or get_kernel(spec.type)
+
+
 def _value(spec: FieldSpec, a: Any, b: Any, text: TextDistance, path: str | None) -> float:
     """The kernel of ``spec.type`` on two values, ``None`` meaning "no value" (QUIVER.md §2)."""
     if a is None or b is None:
         return 0.0 if a is None and b is None else 1.0
-    kernel = KERNELS.find(spec.type) or get_kernel(spec.type)  # find: the fast path, once per value
+    kernel = _kernel(spec)
     if kernel.uses_text:
         d = kernel.fn(spec, a, b, text, path)
     else:

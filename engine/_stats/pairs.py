@@ -132,7 +132,7 @@ def build_pairs(
     """Form every same-input pair and compute its node and field distances.
 
     Each node's distinct comparisons (two different outputs the pairs align) are
-    computed once, with :func:`~quiver._distance.output_distances`; the pairs read them
+    computed once, with :class:`~quiver._distance.OutputColumns`; the pairs read them
     off by index.
 
     Args:
