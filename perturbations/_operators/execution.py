@@ -90,7 +90,6 @@ class PromptSwapParams(OperatorParams):
             )
         return self
 
-
     def applied_variant(self) -> str:
         """The replacement this perturbation applies: ``variants[level]``, else ``variant``."""
         if self.level is not None and self.variants is not None:

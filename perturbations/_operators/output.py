@@ -482,7 +482,6 @@ class TextEditParams(_FieldParams):
             raise ValueError("'count' is only used by actions add_keyword and remove_keyword, not 'paraphrase'")
         return self
 
-
     def used_keywords(self) -> list[str]:
         """The keywords the edit uses: the first ``count`` of them (all by default)."""
         return self.keywords[: self.count] if self.count is not None else list(self.keywords)
