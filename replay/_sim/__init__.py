@@ -1,8 +1,9 @@
 """The bundled OpenAI-compatible simulator: seeded stochastic models over HTTP on loopback.
 
 * ``request``, ``models``, ``jsonfill``: requests, the model registry, the built-in models;
-* ``wire``, ``handler``, ``server``: the wire format, the HTTP connections and their
-  limits, the server;
+* ``wire``, ``guard``, ``handler``, ``server``: the wire format, who may ask (the
+  simulator's own address, no web pages), the HTTP connections and their limits, the
+  server;
 * ``process``: the simulator as a subprocess.
 """
 

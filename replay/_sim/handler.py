@@ -1,14 +1,24 @@
 """The simulator's HTTP layer: one thread per connection, with bounds on everything a
 client controls.
 
-* **Connections.** At most ``max_connections`` are served at once, each by its own
-  thread; one more is answered ``503`` with ``Retry-After`` and closed at once, without a
-  thread. The listen backlog holds up to :data:`_BACKLOG` connections not yet accepted
-  (the kernel caps it at ``net.core.somaxconn``), so a burst of hundreds of clients is
-  queued, not reset.
-* **Time.** A connection that sends nothing for ``read_timeout_s`` is closed: silently
-  when it was idle between requests (keep-alive) or had not finished a request line; with
-  a ``408`` when it stalled inside a request's headers or body.
+* **Who.** Requests for another host, and requests from web pages (another ``Origin``,
+  ``Sec-Fetch-Site: cross-site``, a ``POST`` that is not ``application/json``) are
+  refused before their body is read (``421``, ``403``); see :mod:`.guard`.
+* **Connections.** Each connection has its own thread. A connection takes one of
+  ``max_connections`` slots once it has sent a whole request, and keeps it until it
+  closes (keep-alive included); a request that finds every slot taken is answered
+  ``503`` with ``Retry-After`` and its connection closed. Connections still sending
+  their first request hold no slot; beyond ``max_pending_connections`` of them, the one
+  that has been sending longest is closed without an answer, so that slow clients cannot
+  keep prompt ones out. The listen backlog holds up to :data:`_BACKLOG` connections not
+  yet accepted (the kernel caps it at ``net.core.somaxconn``), so a burst of hundreds of
+  clients is queued, not reset.
+* **Time.** A request (request line, headers and body) must be complete within
+  ``request_timeout_s`` of its first byte (of the connection's accept, for its first
+  request), however steadily its bytes come; and a connection that sends nothing for
+  ``read_timeout_s`` is closed. Either way the connection is closed silently when it
+  was idle between requests (keep-alive) or had not finished a request line, with a
+  ``408`` when it was inside a request's headers or body.
 * **Size.** A body larger than ``max_body_bytes`` is answered ``413`` from its
   ``Content-Length`` alone, before any of it is read (and instead of ``100 Continue``
   when the client asks first); the connection is then closed.
@@ -22,6 +32,7 @@ client controls.
 
 from __future__ import annotations
 
+import io
 import socket
 import socketserver
 import sys
@@ -33,10 +44,13 @@ from urllib.parse import unquote, urlsplit
 
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
+from .guard import _Guard
 from .models import sim_model_names
 from .wire import _HTTPError, _json_bytes, _model_body, _retry_headers, _unknown_model
 
 if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
     from .server import Simulator
 
 _BACKLOG = min(1024, socket.SOMAXCONN)
@@ -63,6 +77,61 @@ _STATUS_FOR = {501: 405, 505: 400}
 faults: an unknown method is 405, an unsupported HTTP version 400."""
 
 
+class _RequestClock:
+    """The time a connection may take: ``idle_s`` without a byte at most, and ``request_s``
+    for a whole request (request line, headers and body), counted from its first byte or,
+    for a connection's first request, from when the connection was accepted."""
+
+    def __init__(self, idle_s: float, request_s: float) -> None:
+        self.idle_s, self.request_s = idle_s, request_s
+        self._deadline: float | None = time.monotonic() + request_s
+
+    def received(self) -> None:
+        """Bytes came: a request is under way (its deadline starts now if it has none)."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.request_s
+
+    def finished(self) -> None:
+        """The request is complete: until the next one begins, only ``idle_s`` applies."""
+        self._deadline = None
+
+    @property
+    def expired(self) -> bool:
+        """Whether the request under way is past its deadline."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def budget(self) -> float:
+        """How long the next read may wait; raises :class:`TimeoutError` past the deadline."""
+        if self._deadline is None:
+            return self.idle_s
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's deadline has passed")
+        return min(self.idle_s, left)
+
+
+class _ClockedReader(io.RawIOBase):
+    """A connection's input, each read bounded by what its :class:`_RequestClock` allows
+    (a socket timeout alone restarts with every byte, which a trickling client exploits)."""
+
+    def __init__(self, sock: socket.socket, clock: _RequestClock) -> None:
+        super().__init__()
+        self._sock, self._clock = sock, clock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        self._sock.settimeout(self._clock.budget())
+        try:
+            received = self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(self._clock.idle_s)  # for the writes
+        if received:
+            self._clock.received()
+        return received
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One connection; keeps it alive across requests (HTTP/1.1)."""
 
@@ -74,10 +143,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self._read_timeout_s = self.server.sim.config.read_timeout_s
-        self.connection.settimeout(self._read_timeout_s)  # every read and write of the connection
+        config = self.server.sim.config
+        self._clock = _RequestClock(config.read_timeout_s, config.request_timeout_s)
+        self.connection.settimeout(config.read_timeout_s)  # writes; each read sets its own
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_ClockedReader(self.connection, self._clock))
         self._responded = False
         self._body_bytes = 0
+        self._arrived = 0.0
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Stay quiet: the simulator's clients report what matters (see :meth:`_failed`)."""
@@ -100,15 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._failed(exc)
 
     def _handle_one(self) -> None:
-        try:
-            self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
-            for _ in range(_BLANK_LINES):  # blank lines before a request line are allowed
-                if self.raw_requestline.strip(b"\r\n") or not self.raw_requestline:
-                    break
-                self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
-        except TimeoutError:  # idle between requests, or a request line never finished
-            return
-        if not self.raw_requestline:
+        if not self._read_request_line():
             return
         self.close_connection = False
         if len(self.raw_requestline) > _MAX_LINE:
@@ -116,13 +181,40 @@ class _Handler(BaseHTTPRequestHandler):
             self.requestline = ""
             self.send_error(414, f"the request line is longer than {_MAX_LINE} bytes")
             return
-        if not self._read_head():
+        if not self._read_head() or not self._allowed():
             return
         method = getattr(self, f"do_{self.command}", None)
         if method is None:
             self.send_error(501)
             return
-        method()
+        self._arrived = time.monotonic()
+        body = self._read_body()
+        if body is None:
+            return
+        self._clock.finished()
+        if not self.server.admit(self.connection):
+            self._refuse(self.server.busy_error(), _retry_headers(_BUSY_RETRY_S))
+            return
+        method(body)
+
+    def _read_request_line(self) -> bool:
+        """Read the request line; ``False`` when none came (the connection is closed)."""
+        try:
+            self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
+            for _ in range(_BLANK_LINES):  # blank lines before a request line are allowed
+                if self.raw_requestline.strip(b"\r\n") or not self.raw_requestline:
+                    break
+                self.raw_requestline = self.rfile.readline(_MAX_LINE + 1)
+        except TimeoutError:  # idle between requests, or a request line never finished
+            return False
+        return bool(self.raw_requestline)
+
+    def _allowed(self) -> bool:
+        """Refuse a request a local process would not send (see :mod:`.guard`)."""
+        refusal = self.server.guard.refusal(self.command, self.path, self.request_version, self.headers)
+        if refusal is not None:
+            self._refuse(refusal)
+        return refusal is None
 
     def _read_head(self) -> bool:
         """Parse the request line and headers (``parse_request``), a stall included."""
@@ -136,14 +228,22 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return self.parse_request()
         except TimeoutError:
-            self._refuse(_HTTPError(
-                408, f"the request headers were not complete after {self._read_timeout_s:g} s "
-                "without data; the connection is closed",
-            ))
+            self._refuse(self._timed_out(
+                f"the request headers were not complete after {self._clock.idle_s:g} s without data"))
             return False
 
+    def _timed_out(self, stalled: str) -> _HTTPError:
+        """The 408 for a read that timed out: the request's deadline, or a stall."""
+        if self._clock.expired:
+            stalled = (f"the request was not complete within {self._clock.request_s:g} s "
+                       "(SimulatorConfig.request_timeout_s)")
+        return _HTTPError(408, f"{stalled}; the connection is closed")
+
     def handle_expect_100(self) -> bool:
-        """Refuse an oversized body before the client sends it."""
+        """Refuse a request before its body is sent: one the simulator does not serve, or
+        one whose body is too large."""
+        if not self._allowed():
+            return False
         try:
             self._content_length()
         except _HTTPError as err:
@@ -162,9 +262,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ endpoints
 
-    def do_GET(self) -> None:  # noqa: N802
-        if self._read_body() is None:  # a body on a GET is read and ignored
-            return
+    def do_GET(self, body: bytes) -> None:  # noqa: N802
+        """Answer a GET (a body is read and ignored)."""
         path = urlsplit(self.path).path.rstrip("/")
         if path == "/health":
             self._send(200, {"status": "ok"})
@@ -180,15 +279,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(self._unknown_url("GET"))
 
-    def do_POST(self) -> None:  # noqa: N802
-        arrived = time.monotonic()
-        raw = self._read_body()
-        if raw is None:
-            return
+    def do_POST(self, body: bytes) -> None:  # noqa: N802
+        """Answer a POST: a chat completion."""
         if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
             self._send_error(self._unknown_url("POST"))
             return
-        self.server.sim._answer(self, raw, self.headers.get(SAMPLE_KEY_HEADER, ""), arrived)
+        self.server.sim._answer(self, body, self.headers.get(SAMPLE_KEY_HEADER, ""), self._arrived)
 
     # ------------------------------------------------------------------ bodies
 
@@ -227,10 +323,9 @@ class _Handler(BaseHTTPRequestHandler):
                 chunks.append(chunk)
                 received += len(chunk)
         except TimeoutError:
-            self._refuse(_HTTPError(
-                408, f"the request body stalled for {self._read_timeout_s:g} s after {received} of "
-                f"the {length} bytes its Content-Length announced; the connection is closed",
-            ))
+            self._refuse(self._timed_out(
+                f"the request body stalled for {self._clock.idle_s:g} s after {received} of "
+                f"the {length} bytes its Content-Length announced"))
             return None
         if received < length:
             self._refuse(_HTTPError(
@@ -292,8 +387,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    """A threading HTTP server with a bounded number of connection threads, that can close
-    its open connections on stop."""
+    """A threading HTTP server that gives a connection one of ``max_connections`` slots
+    once it has sent a whole request, bounds the connections still sending their first
+    one, and can close its open connections on stop."""
 
     daemon_threads = True
     block_on_close = False
@@ -304,7 +400,10 @@ class _Server(ThreadingHTTPServer):
         self.sim = sim
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
+        self._pending: dict[socket.socket, None] = {}  # no whole request yet; oldest first
+        self._admitted: set[socket.socket] = set()  # holding a slot
         super().__init__((host.strip("[]"), port), _Handler)
+        self.guard = _Guard((host, str(self.server_address[0])), self.server_address[1])
 
     def server_bind(self) -> None:
         """Bind without the reverse DNS lookup ``HTTPServer`` does."""
@@ -312,6 +411,8 @@ class _Server(ThreadingHTTPServer):
         self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve a new connection on a thread of its own; beyond
+        ``max_pending_connections`` still sending their first request, close the oldest."""
         thread = threading.Thread(
             target=self._serve_connection,
             args=(request, client_address),
@@ -319,37 +420,36 @@ class _Server(ThreadingHTTPServer):
             daemon=True,
         )
         with self._lock:
-            busy = len(self._connections) >= self.sim.config.max_connections
-            if not busy:
-                self._connections[request] = thread
-        if busy:
-            self._turn_away(request)
-        else:
-            thread.start()
+            self._connections[request] = thread
+            self._pending[request] = None
+            oldest = None
+            if len(self._pending) > self.sim.config.max_pending_connections:
+                oldest = next(iter(self._pending))
+                del self._pending[oldest]
+        if oldest is not None:
+            _shut_down(oldest)  # its thread ends at its next read or write
+        thread.start()
 
-    def _turn_away(self, request: socket.socket) -> None:
-        """Answer 503 on a connection beyond ``max_connections`` and close it, without a
-        thread and without waiting for the client."""
-        limit = self.sim.config.max_connections
-        err = _HTTPError(
-            503, f"the simulator is serving its maximum of {limit} connections "
+    def admit(self, request: socket.socket) -> bool:
+        """Give a connection whose request is complete a slot, or keep the one it holds;
+        ``False`` when all ``max_connections`` are taken, or the connection was closed to
+        make room."""
+        with self._lock:
+            if request in self._admitted:
+                return True
+            if request not in self._pending or len(self._admitted) >= self.sim.config.max_connections:
+                return False
+            del self._pending[request]
+            self._admitted.add(request)
+            return True
+
+    def busy_error(self) -> _HTTPError:
+        """The 503 for a request beyond ``max_connections``."""
+        return _HTTPError(
+            503, f"the simulator is serving its maximum of {self.sim.config.max_connections} connections "
             "(SimulatorConfig.max_connections); retry later", type="server_error",
             code="too_many_connections",
         )
-        body = _json_bytes(err.body)
-        head = "".join(
-            f"{name}: {value}\r\n"
-            for name, value in {
-                "Content-Type": "application/json", "Content-Length": str(len(body)),
-                **_retry_headers(_BUSY_RETRY_S), "Connection": "close",
-            }.items()
-        )
-        request.setblocking(False)
-        try:
-            request.send(f"HTTP/1.1 503 Service Unavailable\r\n{head}\r\n".encode() + body)
-        except OSError:
-            pass  # the client is gone already
-        _close(request, linger_s=0.0)  # the accepting thread does not wait for a client
 
     def _serve_connection(self, request: Any, client_address: Any) -> None:
         try:
@@ -357,6 +457,8 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self._lock:
                 self._connections.pop(request, None)
+                self._pending.pop(request, None)
+                self._admitted.discard(request)
 
     def shutdown_request(self, request: Any) -> None:
         """Close a connection after discarding what the client sent and nobody read, so
@@ -375,13 +477,18 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             connections = list(self._connections.items())
         for sock, _ in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by its handler
+            _shut_down(sock)
         deadline = time.monotonic() + timeout_s
         for _, thread in connections:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _shut_down(sock: socket.socket) -> None:
+    """End both directions of a connection, waking the thread that reads it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by its handler
 
 
 def _close(sock: Any, linger_s: float) -> None:

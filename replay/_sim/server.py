@@ -63,14 +63,28 @@ deeper than 64 levels or expanding to more than 4096 fields, ``"stream": true``,
 simulated model that refuses the request by raising ``SimRequestError``; 404
 (``openai.NotFoundError``) for an unknown model, listing the known ones. A malformed
 request never gets a 5xx: the only 5xx are the configured faults, a simulated model
-that fails (500), and a connection beyond ``max_connections`` (503).
+that fails (500), and a request beyond ``max_connections`` (503).
 
 **Limits** (:class:`SimulatorConfig`; the HTTP side is described in
 :mod:`~quiver.replay._sim.handler`): ``read_timeout_s`` (30 s) closes a connection that
-sends nothing for that long, with a 408 when it stalled inside a request;
-``max_connections`` (1024) connections are served at once, one more gets a 503 with
-``Retry-After: 1``; a body over ``max_body_bytes`` (8 MiB) gets a 413 before it is read.
-The listen backlog holds 1024 connections (at most ``net.core.somaxconn``).
+sends nothing for that long, and ``request_timeout_s`` (10 s) one whose request is not
+complete that long after it began, however steadily it trickles in, each with a 408 when
+it was inside a request; ``max_connections`` (1024) connections that have sent a whole
+request are served at once, and a request beyond them gets a 503 with ``Retry-After:
+1``; of the connections still sending their first request, at most
+``max_pending_connections`` (1024) are kept, the oldest closed to make room; a body
+over ``max_body_bytes`` (8 MiB) gets a 413 before it is read. The listen backlog holds
+1024 connections (at most ``net.core.somaxconn``).
+
+**Who may ask** (:mod:`~quiver.replay._sim.guard`): a request whose ``Host`` is not
+the simulator's own address (``127.0.0.1``, ``localhost``, ``[::1]`` or the bound host,
+with its port) gets a 421: a web page whose name was rebound to 127.0.0.1 cannot use it.
+A request with another ``Origin``, one marked ``Sec-Fetch-Site: cross-site`` or
+``same-site``, and a ``POST`` whose ``Content-Type`` is not ``application/json`` get a
+403, and no answer carries an ``Access-Control-Allow-*`` header: a page in the user's
+browser can neither make the simulator work nor read its answers. Both close the
+connection before the body is read. An HTTP/1.0 request without ``Host`` is served (it
+comes from a local process: browsers always send one); an HTTP/1.1 one gets a 400.
 
 **Logs.** The simulator writes nothing while it serves, except one line on stderr
 when it fails on a request: method, path (without query), status, exception type and
@@ -256,13 +270,27 @@ class SimulatorConfig(BaseModel):
 
     read_timeout_s: float = 30.0
     """How long a connection may send nothing, in seconds, before it is closed: at once
-    when it was idle between requests, with a 408 when it stalled inside a request. Keep
-    it above the clients' keep-alive expiry (httpx and the OpenAI SDK: 5 s), so that no
-    client reuses a connection the simulator is closing."""
+    when it was idle between requests (keep-alive), with a 408 when it stalled inside a
+    request. Keep it above the clients' keep-alive expiry (httpx and the OpenAI SDK: 5 s),
+    so that no client reuses a connection the simulator is closing."""
+
+    request_timeout_s: float = 10.0
+    """How long a client may take to send one whole request (request line, headers and
+    body), in seconds, counted from its first byte (for a connection's first request,
+    from when the connection was accepted), however steadily the bytes come: past it the
+    connection is closed, with a 408 when the request line was complete. A client that
+    trickles its request (slowloris) is cut off."""
 
     max_connections: int = 1024
-    """Connections served at once (one thread each); one more gets a 503 with
-    ``Retry-After`` and is closed."""
+    """Connections served at once (one thread each). A connection takes a slot once it has
+    sent a whole request and keeps it until it closes; a request that finds every slot
+    taken gets a 503 with ``Retry-After`` and its connection is closed. Connections still
+    sending their first request take no slot (see ``max_pending_connections``)."""
+
+    max_pending_connections: int = 1024
+    """Connections that may be still sending their first request, at most (one thread
+    each); when one more is accepted, the one that has been sending longest is closed
+    without an answer, so that clients that send slowly cannot keep others out."""
 
     max_body_bytes: int = 8 * 1024 * 1024
     """The largest request body, in bytes; a larger ``Content-Length`` gets a 413 before
@@ -275,14 +303,14 @@ class SimulatorConfig(BaseModel):
             raise ValueError(f"port must be in [0, 65535] (0 = a free port); got {value}")
         return value
 
-    @field_validator("read_timeout_s")
+    @field_validator("read_timeout_s", "request_timeout_s")
     @classmethod
-    def _check_read_timeout(cls, value: float) -> float:
+    def _check_timeout(cls, value: float, info: Any) -> float:
         if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"read_timeout_s must be a finite number of seconds > 0; got {value}")
+            raise ValueError(f"{info.field_name} must be a finite number of seconds > 0; got {value}")
         return value
 
-    @field_validator("max_connections", "max_body_bytes")
+    @field_validator("max_connections", "max_pending_connections", "max_body_bytes")
     @classmethod
     def _check_positive(cls, value: int, info: Any) -> int:
         if value < 1:

@@ -108,9 +108,10 @@ def exchange(port: int, data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
         return split_answers(read_until_closed(sock))
 
 
-def request_bytes(body: bytes, length: int | None = None, head: str = "POST /v1/chat/completions HTTP/1.1") -> bytes:
+def request_bytes(port: int, body: bytes, length: int | None = None,
+                  head: str = "POST /v1/chat/completions HTTP/1.1") -> bytes:
     length = len(body) if length is None else length
-    return (f"{head}\r\nHost: sim\r\nContent-Type: application/json\r\n"
+    return (f"{head}\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {length}\r\n\r\n").encode() + body
 
 
@@ -302,7 +303,8 @@ def test_any_http_framing_gets_whole_answers_on_a_raw_socket(
     answers each request it can make out with a whole HTTP/1.1 answer, then closes."""
     tried(SUITE)
     line = " ".join(part for part in (method, path, version) if part)
-    head = (f"{line}\r\nHost: sim\r\n{extra}Content-Length: {max(0, len(body) + delta)}\r\n\r\n").encode("latin-1")
+    head = (f"{line}\r\nHost: 127.0.0.1:{sim.port}\r\nContent-Type: application/json\r\n{extra}"
+            f"Content-Length: {max(0, len(body) + delta)}\r\n\r\n").encode("latin-1")
     with time_limit(20, "one exchange"):
         answers = exchange(sim.port, head + body)
     assert answers, f"no answer to {head[:120]!r}"
@@ -318,10 +320,10 @@ def test_a_burst_of_5000_requests_on_200_connections_at_once_sees_no_reset() -> 
     """Every request on a fresh connection, 200 clients started together: the listen
     backlog holds the burst (a backlog of 5 loses about one connection in 40 here)."""
     body = json.dumps(GOOD).encode()
-    data = request_bytes(body).replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
     failures: list[str] = []
     statuses: Counter[int] = Counter()
     with Simulator(SimulatorConfig()) as burst:
+        data = request_bytes(burst.port, body).replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
         start = threading.Barrier(200)
 
         def client() -> None:
@@ -352,8 +354,8 @@ def test_half_open_connections_are_closed_after_the_read_timeout() -> None:
     that served them end."""
     with Simulator(SimulatorConfig(read_timeout_s=0.5)) as quiet:
         baseline = threading.active_count()
-        partial = [b"", b"POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Le",
-                   request_bytes(b'{"model": "sim-ec', length=100)]
+        partial = [b"", f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{quiet.port}\r\nContent-Le".encode(),
+                   request_bytes(quiet.port, b'{"model": "sim-ec', length=100)]
         socks = [socket.create_connection(("127.0.0.1", quiet.port)) for _ in range(300)]
         try:
             for i, sock in enumerate(socks):
@@ -413,7 +415,7 @@ def peak_rss_mb() -> float:
 def test_a_60_mb_body_gets_413_without_the_server_reading_it(sim: Simulator) -> None:
     size = 60 * 1024 * 1024
     with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as sock:
-        sock.sendall(request_bytes(b"", length=size))  # the headers alone
+        sock.sendall(request_bytes(sim.port, b"", length=size))  # the headers alone
         [(status, headers, body)] = split_answers(read_until_closed(sock))
     assert status == 413 and headers["connection"] == "close"
     assert "62914560 bytes" in check_answer(status, body)["error"]["message"]
@@ -433,7 +435,8 @@ def test_a_60_mb_body_gets_413_without_the_server_reading_it(sim: Simulator) -> 
 
 
 def test_expect_100_continue_with_too_large_a_body_is_refused_before_it_is_sent(sim: Simulator) -> None:
-    head = request_bytes(b"", length=9 * 1024 * 1024).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n", 1)
+    head = request_bytes(sim.port, b"", length=9 * 1024 * 1024)
+    head = head.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n", 1)
     with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as sock:
         sock.sendall(head)
         [(status, _, body)] = split_answers(read_until_closed(sock))
@@ -495,7 +498,10 @@ def test_the_simulator_logs_no_content_nor_authorization(
     [
         ("read_timeout_s", 0, "read_timeout_s must be a finite number of seconds > 0"),
         ("read_timeout_s", float("inf"), "read_timeout_s must be a finite number of seconds > 0"),
+        ("request_timeout_s", 0, "request_timeout_s must be a finite number of seconds > 0"),
+        ("request_timeout_s", float("nan"), "request_timeout_s must be a finite number of seconds > 0"),
         ("max_connections", 0, "max_connections must be an integer >= 1"),
+        ("max_pending_connections", 0, "max_pending_connections must be an integer >= 1"),
         ("max_body_bytes", -1, "max_body_bytes must be an integer >= 1"),
     ],
 )
@@ -507,6 +513,7 @@ def test_limits_must_be_positive(field: str, value: Any, message: str) -> None:
 def test_the_default_limits_are_documented_values() -> None:
     config = SimulatorConfig()
 
-    assert (config.read_timeout_s, config.max_connections, config.max_body_bytes) == (30.0, 1024, 8 * 1024 * 1024)
+    assert (config.read_timeout_s, config.request_timeout_s) == (30.0, 10.0)
+    assert (config.max_connections, config.max_pending_connections, config.max_body_bytes) == (1024, 1024, 8 << 20)
     assert config.faults.latency.dist == "none"  # tests run without latency
 
