@@ -25,7 +25,10 @@ boundary where they are caught, so callers only need to know these classes::
      ├── UnknownPerturbationError  no perturbation of that id in a campaign (quiver._interventional)
      ├── OperatorError         an operator that cannot be built or applied (quiver.perturbations)
      ├── ReplayError           a replay that cannot be set up (quiver.replay)
-     └── LedgerError           a campaign ledger that is damaged or cannot be read (quiver.experiments)
+     ├── LedgerError           a campaign ledger that is damaged or cannot be read (quiver.experiments)
+     └── StoreError            a cache file that cannot be opened, read or written (quiver._sqlite)
+          ├── ResponseCacheError   the LLM response cache (quiver.replay)
+          └── EmbeddingCacheError  the embedding cache (quiver._distance; also an EmbeddingError)
 
 Messages follow one pattern: what was wrong, where, and what would be right.
 """
