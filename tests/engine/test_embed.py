@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -211,17 +213,67 @@ def test_the_cache_is_read_in_one_query(tmp_path: Path) -> None:
     with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
         statements: list[str] = []
         assert s._cache is not None
-        s._cache._db.set_trace_callback(statements.append)
+        s._cache._file._db.set_trace_callback(statements.append)
         s.ensure(texts)
         assert s.stats["cache_hits"] == 2500
     assert sum(q.lstrip().upper().startswith("SELECT") for q in statements) == 1
 
 
-def test_a_cache_file_that_is_not_a_database_gives_a_one_line_error(tmp_path: Path) -> None:
-    (tmp_path / "vectors.sqlite").write_bytes(b"this is not sqlite" * 100)
+def _truncated(db: Path) -> None:
+    with EmbeddingStore(FunctionEmbedder(letters, name="letters"), cache_dir=db.parent) as s:
+        s.ensure([f"text number {i}" for i in range(2000)])
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2 // 4096 * 4096])  # whole pages: the header still reads
+
+
+UNREADABLE_FILES = {
+    "junk bytes": (lambda db: db.write_bytes(b"this is not sqlite" * 100),
+                   "not an embedding cache (file is not a database)"),
+    "truncated": (_truncated, "truncated"),
+    "a folder in the way": (lambda db: db.mkdir(), "a folder, not a file"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE_FILES))
+def test_a_cache_file_that_cannot_be_read_gives_a_one_line_error(case: str, tmp_path: Path) -> None:
+    make, reason = UNREADABLE_FILES[case]
+    make(tmp_path / "vectors.sqlite")
     with pytest.raises(EmbeddingError) as err:
         with EmbeddingStore(FunctionEmbedder(letters, name="letters"), cache_dir=tmp_path) as s:
             s.ensure(["a"])
-    assert "\n" not in str(err.value)
-    assert str(tmp_path / "vectors.sqlite") in str(err.value)
-    assert "delete it" in str(err.value)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'vectors.sqlite'}: "), message
+    assert reason in message and f"delete {tmp_path / 'vectors.sqlite'}" in message, message
+
+
+def test_a_row_that_is_not_a_vector_is_embedded_again_and_overwritten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bytes of another length than the other rows', NaN, text: each refused, its text
+    sent to the model again and the row rewritten; one warning for them all."""
+    asked: list[str] = []
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        asked.extend(texts)
+        return letters(texts)
+
+    embedder = FunctionEmbedder(counted, name="letters")
+    texts = ["alpha", "bravo", "charlie", "delta"]
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        s.ensure(texts)
+        right = [s.vector(t) for t in texts]
+    keys = [s._key(t) for t in texts[1:]]
+    bad = [np.ones(7, dtype=np.float32).tobytes(), np.full(26, np.nan, dtype=np.float32).tobytes(), "not bytes"]
+    with contextlib.closing(sqlite3.connect(tmp_path / "vectors.sqlite")) as db, db:
+        db.executemany("UPDATE vectors SET vector = ? WHERE key = ?", list(zip(bad, keys, strict=True)))
+    asked.clear()
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        s.ensure(texts)
+        assert sorted(asked) == sorted(texts[1:]) and s.stats["cache_hits"] == 1
+        assert all(np.array_equal(s.vector(t), v) for t, v in zip(texts, right, strict=True))
+    asked.clear()
+    with EmbeddingStore(embedder, cache_dir=tmp_path) as s:
+        s.ensure(texts)
+        assert asked == [] and s.stats["cache_hits"] == 4  # the rows were overwritten
+    warned = [r for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(warned) == 1 and str(tmp_path / "vectors.sqlite") in warned[0].getMessage()
