@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import multiprocessing
 import os
 import pickle
 import shlex
@@ -12,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -253,6 +255,51 @@ def test_a_file_where_the_cache_folder_should_be_is_refused_in_one_line(tmp_path
         ResponseCache(tmp_path / "cache")
     assert "\n" not in str(err.value) and str(tmp_path / "cache") in str(err.value), err.value
     assert "a file, not a folder" in str(err.value), err.value
+
+
+def _write(folder: Path, name: str) -> None:
+    """Two threads writing 150 responses each to ``folder``, reading each back."""
+    cache = ResponseCache(folder)
+
+    def write(thread: int) -> None:
+        for i in range(150):
+            text = f"{name}-{thread}-{i}"
+            key = cache.key({"messages": [{"role": "user", "content": text}]}, "k")
+            cache.put(key, {"choices": [{"message": {"role": "assistant", "content": text}}]})
+            if cache.get(key) is None:
+                raise SystemExit(f"{text} was not read back")
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    cache.close()
+
+
+def test_processes_and_threads_share_one_cache_folder(tmp_path: Path) -> None:
+    """Three processes of two threads each write and read the same folder at once (as Ray
+    workers and local replay threads do): every response is there, readable, once."""
+    folder = tmp_path / "cache"
+    fork = multiprocessing.get_context("fork")  # the children start with the modules imported
+    procs = [fork.Process(target=_write, args=(folder, f"p{n}")) for n in range(3)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    cache = ResponseCache(folder)
+    assert len(cache) == 3 * 2 * 150
+    cache.close()
+    rows = _rows(folder)
+    assert len({key for key, _ in rows}) == len(rows) == 900
+    assert sorted(_completion_text(value) for _, value in rows) == sorted(
+        f"p{n}-{t}-{i}" for n in range(3) for t in range(2) for i in range(150))
+
+
+def _completion_text(value: object) -> str:
+    assert isinstance(value, str)
+    return str(json.loads(value)["choices"][0]["message"]["content"])
 
 
 # --------------------------------------------------------------------------- quiver run, as a user runs it
