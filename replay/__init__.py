@@ -26,8 +26,8 @@ from quiver.replay import _capture as _capture  # registers the transport captur
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "._capture": ("capture_stats", "installed_hooks", "unseen_llm_calls", "unseen_llm_nodes", "unseen_llm_warning"),
     "._executors": (
-        "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor", "make_executor",
-        "registered_executors", "worker_for",
+        "EndpointWatch", "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor",
+        "make_executor", "registered_executors", "worker_for",
     ),
     "._instrument": (
         "CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph",
@@ -35,8 +35,8 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
         "template_overrides", "tool_step",
     ),
     "._llm": (
-        "ChatResult", "LLMClient", "ResponseCache", "RetryPolicy", "configure_llm", "llm", "request_overrides",
-        "use_llm", "use_response_cache",
+        "ChatResult", "EndpointDown", "LLMClient", "ResponseCache", "RetryPolicy", "configure_llm", "llm",
+        "request_overrides", "use_llm", "use_response_cache",
     ),
     "._keys": (
         "SAMPLE_KEY_HEADER", "derive_sample_key", "replay_identity", "replay_sample_key", "sample_ids",
@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         unseen_llm_warning as unseen_llm_warning,
     )
     from quiver.replay._executors import (
+        EndpointWatch as EndpointWatch,
         Executor as Executor,
         LocalExecutor as LocalExecutor,
         RayExecutor as RayExecutor,
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
     )
     from quiver.replay._llm import (
         ChatResult as ChatResult,
+        EndpointDown as EndpointDown,
         LLMClient as LLMClient,
         ResponseCache as ResponseCache,
         RetryPolicy as RetryPolicy,

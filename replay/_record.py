@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
 import secrets
 import sys
@@ -37,6 +36,7 @@ from typing import Any, TextIO
 from quiver._canonical import content_hash
 from quiver._errors import TraceFormatError
 from quiver._interrupt import Interrupted, deadline
+from quiver._outdir import LogFile, make_folder, replace, write_bytes, write_text
 from quiver._progress import Progress
 from quiver._trace import (
     RedactingFilter,
@@ -50,7 +50,7 @@ from quiver._trace import (
 )
 from quiver.replay._instrument import TraceBuilder
 from quiver.replay._keys import trace_sample_key
-from quiver.replay._llm import LLMClient
+from quiver.replay._llm import EndpointDown, LLMClient
 from quiver.replay._pipeline import check_pipeline_inputs, run_traced
 
 __all__ = ["InputItem", "RecordResult", "record_corpus", "new_run_id"]
@@ -181,7 +181,7 @@ def _run_one(
 @contextlib.contextmanager
 def _redacted_logging(path: Path, redactor: Redactor) -> Iterator[None]:
     """Log the run to ``path``; redact every record on every handler meanwhile."""
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = LogFile(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     redacting = RedactingFilter(redactor)
@@ -235,7 +235,7 @@ def record_corpus(
     """
     t0 = time.monotonic()
     redactor = redactor or Redactor()
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(output_dir)
     final_path, partial_path = output_dir / "traces.jsonl", output_dir / "traces.jsonl.partial"
     order = {key: i for i, key in enumerate((item.input_id, r) for item in inputs for r in range(repeats))}
     with _redacted_logging(output_dir / "record.log", redactor):
@@ -262,12 +262,16 @@ def record_corpus(
             raise Interrupted(
                 f"interrupted: {written:,} of {progress.total:,} traces written to {partial_path}"
             ) from None
+        except EndpointDown as exc:  # the traces it cut short are not written: a resume records them
+            written = sum(1 for _, raw in iter_lines(partial_path) if raw.strip())
+            raise exc.with_note(f"{written:,} of {progress.total:,} traces written to {partial_path}, none "
+                                "recorded as failed because of it") from None
         finally:
             progress.close()
         traces = sorted(iter_traces(partial_path), key=lambda t: order.get((t.input_id, t.repeat), len(order)))
         tmp = output_dir / "traces.jsonl.tmp"
         write_traces(tmp, traces)
-        os.replace(tmp, final_path)
+        replace(tmp, final_path)
         partial_path.unlink()
         partial_path.with_name(partial_path.name + ".tmp").unlink(missing_ok=True)  # left by a kill in _rewrite
         stats = (Counter(llm.stats) - retries_before) if llm is not None else Counter()
@@ -280,7 +284,7 @@ def record_corpus(
             llm_calls=tally.llm_calls, seconds=time.monotonic() - t0,
             retried=kept.retried, dropped_lines=kept.dropped,
         )
-        result.summary_path.write_text(json.dumps(redactor.data(result.summary()), indent=2) + "\n")
+        write_text(result.summary_path, json.dumps(redactor.data(result.summary()), indent=2) + "\n")
         log.info("recorded %s", json.dumps(result.summary()))
         return result
 
@@ -366,12 +370,7 @@ def _readable(raw: bytes, source: Path, lineno: int) -> Trace | None:
 
 def _rewrite(path: Path, lines: list[bytes]) -> None:
     """Replace ``path`` with ``lines``, durably: a kill leaves the old file or the new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_bytes(path, b"".join(lines), fsync=True)
 
 
 def _already_complete(kept: _Kept, final: Path, output_dir: Path, t0: float) -> RecordResult:
@@ -402,7 +401,9 @@ def _execute(
     Interrupted (SIGINT/SIGTERM: :mod:`quiver._interrupt`), no new trace starts; those in
     flight finish (their LLM calls make no new attempt, so a trace that needs one more is
     cut short and not written) or are abandoned at the deadline; the threads are daemons,
-    so an abandoned one does not hold the exit; then the interrupt goes on up.
+    so an abandoned one does not hold the exit; then the interrupt goes on up. A trace cut
+    short by an LLM endpoint that stopped answering (:class:`EndpointDown`) stops the
+    recording the same way, and is not written: a resume records it.
     """
     todo = deque(jobs)
     finished: queue.SimpleQueue[Trace | BaseException | None] = queue.SimpleQueue()
@@ -445,7 +446,9 @@ def _execute(
                     raise result
                 else:
                     write(result)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, EndpointDown):
+            # no new trace; those in flight finish (an interrupted or down endpoint's calls make no new
+            # attempt) or are abandoned at the deadline; what finishes whole is written
             closed.set()
             until = deadline()
             while running:

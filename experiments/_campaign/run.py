@@ -54,12 +54,15 @@ from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, RoundPlan, adaptive_curve, seen_part
 from quiver._observational import Profile, analyze
+from quiver._outdir import MARKER_FILE, OutputFolder, make_folder, mark_folder, output_errors, write_text
 from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
 from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
 from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec_redactor
 from quiver.replay import (
+    EndpointDown,
+    EndpointWatch,
     Executor,
     LLMClient,
     ReplayContext,
@@ -287,13 +290,25 @@ class CampaignRun:
     def run(self, *, resume: bool = False, retry_failed: bool = False, executor: str | None = None,
             address: str | None = None) -> CampaignResult:
         """Run the campaign; see the module docstring. ``retry_failed`` resumes, and runs
-        the replays the ledger holds as failed again (:mod:`.resume`).
+        the replays the ledger holds as failed again (:mod:`.resume`). The output folder
+        is held for the whole run, its recorded baseline included
+        (:class:`~quiver._outdir.OutputFolder`).
 
         Raises:
             QuiverError: The spec cannot run, the ledger is damaged
                 (:class:`~quiver.experiments._campaign.ledger.LedgerError`), or it holds
                 replays this spec would not make as they are.
+            OutputError: The output folder is in use by another command, holds files no
+                ``quiver run`` wrote, is reached through a link that leaves it, or is on a
+                disk that refused a write (then the message says what was kept and how
+                to resume).
         """
+        again = f"run `quiver run {self.path} --output {self.out} --resume`"
+        with output_errors(self.out, "everything committed so far is kept", again), OutputFolder(self.out, "run"):
+            return self._run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
+
+    def _run(self, *, resume: bool, retry_failed: bool, executor: str | None, address: str | None) -> CampaignResult:
+        """:meth:`run`, the output folder held."""
         from quiver.experiments._attribute import campaign_attribution
 
         from .results import replay_failures_logged, write_results, write_summary
@@ -351,11 +366,14 @@ class CampaignRun:
                     write_results(self, rows.rows, profile, result, traces, graph.graph,
                                   adaptive_layouts(self.spec, traces, rounds))
                     campaign_attribution(self.spec, self.fn, self._client(), traces, out)  # its attribution: block
-        except Exception:
+        except Exception as exc:
             if ledger is not None and not resume and len(ledger) == 0:
                 ledger.close()  # failed before its first replay: the corrected run starts afresh
                 ledger = None
                 _discard_empty_run(out)
+            if isinstance(exc, EndpointDown):  # nothing failed because of it: the run goes on once it answers
+                raise exc.with_note(f"when it answers again, continue with: quiver run {self.path} --output {out} "
+                                    "--resume") from None
             raise
         except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: what finished is committed; say so
             raise Interrupted(_interrupted(exc, len(ledger) if ledger is not None else 0, len(jobs), ledger_path,
@@ -471,10 +489,10 @@ class CampaignRun:
 
     def _open_ledger(self, ledger_path: Path) -> tuple[Ledger, str]:
         """The run folder's ``spec.resolved.json`` and ledger (with the run's id)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "spec.resolved.json").write_text(
-            json.dumps(self.redactor.data(self.spec.model_dump(mode="json")), indent=2) + "\n", encoding="utf-8"
-        )
+        make_folder(self.out)
+        write_text(self.out / "spec.resolved.json",
+                   json.dumps(self.redactor.data(self.spec.model_dump(mode="json")), indent=2) + "\n")
+        mark_folder(self.out, "run")
         ledger = Ledger(ledger_path, resume=f"quiver run {self.path} --resume")
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
@@ -536,16 +554,19 @@ class CampaignRun:
             progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
         committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed)
+        watch = EndpointWatch(finished, lambda: committer.failed or pairer.failed or over_budget())
         committer.start()
         pairer.start()
         try:
             try:
-                executor.run(context, todo, finished, lambda: committer.failed or pairer.failed or over_budget())
+                executor.run(context, todo, watch.done, watch.should_stop)
             finally:
                 try:
                     committer.close()
                 finally:
                     progress.close()
+            watch.raise_if_down(f"{len(ledger):,} of {len(jobs):,} replays committed to {ledger.path}, none counted "
+                                f"as failed because of it ({watch.held:,} cut short, to run again)")
         except BaseException:
             pairer.abandon()
             raise
@@ -595,10 +616,11 @@ def _interrupted(exc: KeyboardInterrupt, committed: int, jobs: int, ledger: Path
 
 
 def _discard_empty_run(out: Path) -> None:
-    """Remove the ledger (holding no replay) and ``spec.resolved.json`` of a run that
-    failed before its first replay, so that the corrected spec runs into the same folder."""
+    """Remove the ledger (holding no replay), ``spec.resolved.json`` and the folder's mark
+    of a run that failed before its first replay, so that the corrected spec runs into the
+    same folder."""
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal",
-                 "spec.resolved.json"):
+                 "spec.resolved.json", MARKER_FILE):
         (out / name).unlink(missing_ok=True)
 
 
@@ -642,7 +664,7 @@ def _write_profile_once(profile: Profile, folder: Path) -> None:
         return
     marker.unlink(missing_ok=True)
     written = write_profile(profile, folder)
-    marker.write_text(json.dumps({"digest": digest, "files": [p.name for p in written]}) + "\n", encoding="utf-8")
+    write_text(marker, json.dumps({"digest": digest, "files": [p.name for p in written]}) + "\n")
 
 
 @dataclass

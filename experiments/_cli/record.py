@@ -66,14 +66,19 @@ def command(args: argparse.Namespace) -> int:
         resume=args.resume,
         retry_failed=args.retry_failed,
     )
+    from quiver.replay import EndpointDown
+
+    output = f" --output {args.output}" if args.output else ""
     try:
         _, result = run_record(args.spec, overrides, progress_stream=None if args.quiet else sys.stderr)
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: the traces finished are in the partial file
         from quiver._interrupt import Interrupted
 
-        output = f" --output {args.output}" if args.output else ""
         said = str(exc) or "interrupted"
         raise Interrupted(f"{said}; continue with: quiver record {args.spec}{output} --resume") from None
+    except EndpointDown as exc:
+        raise exc.with_note(f"when it answers again, continue with: quiver record {args.spec}{output} --resume") \
+            from None
     again = "; `quiver record --retry-failed` records them again"
     if result.already_complete:
         failed = f" ({result.failed} failed{again})" if result.failed else ""
@@ -124,6 +129,7 @@ def run_record(
     progress_stream: TextIO | None = sys.stderr,
 ) -> tuple[RecordSpec, RecordResult]:
     """Run ``quiver record SPEC``: returns the spec and what was recorded."""
+    from quiver._outdir import OutputFolder, output_errors
     from quiver._yamlspec import load_spec
     from quiver.experiments._config import RecordSpec, load_inputs, open_llm, spec_redactor
     from quiver.replay import load_pipeline, record_corpus
@@ -143,24 +149,35 @@ def run_record(
     name = spec.name or function_name
     output_dir = Path(spec.output)
     resume = overrides.resume or overrides.retry_failed
-    if not resume:
-        _refuse_to_overwrite(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    redactor = spec_redactor(spec)
-    resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n"
-    # a finished recording may be left as it is: its resolved spec is replaced only when it is not
-    finished = resume and (output_dir / "traces.jsonl").exists() and not (output_dir / "traces.jsonl.partial").exists()
-    if not finished:
-        (output_dir / "spec.resolved.json").write_text(resolved, encoding="utf-8")
-    with open_llm(spec.llm, base_dir) as client:
-        result = record_corpus(
-            fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
-            llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
-            resume=resume, retry_failed=overrides.retry_failed, progress_stream=progress_stream,
-        )
-    if finished and not result.already_complete:
-        (output_dir / "spec.resolved.json").write_text(resolved, encoding="utf-8")
+    output = f" --output {overrides.output}" if overrides.output else ""
+    again = f"run `quiver record {spec_path}{output} --resume`"
+    with output_errors(output_dir, "the traces written so far are kept", again), OutputFolder(output_dir, "record"):
+        if not resume:
+            _refuse_to_overwrite(output_dir)
+        redactor = spec_redactor(spec)
+        resolved = json.dumps(redactor.data(spec.model_dump(mode="json")), indent=2) + "\n"
+        # a finished recording may be left as it is: its resolved spec is replaced only when it is not
+        finished = resume and (output_dir / "traces.jsonl").exists() \
+            and not (output_dir / "traces.jsonl.partial").exists()
+        if not finished:
+            _resolved(output_dir, resolved)
+        with open_llm(spec.llm, base_dir) as client:
+            result = record_corpus(
+                fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
+                llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
+                resume=resume, retry_failed=overrides.retry_failed, progress_stream=progress_stream,
+            )
+        if finished and not result.already_complete:
+            _resolved(output_dir, resolved)
     return spec, result
+
+
+def _resolved(output_dir: Path, resolved: str) -> None:
+    """The recording's ``spec.resolved.json``, and its folder marked as a recording's."""
+    from quiver._outdir import mark_folder, write_text
+
+    write_text(output_dir / "spec.resolved.json", resolved)
+    mark_folder(output_dir, "record")
 
 
 def _refuse_to_overwrite(output_dir: Path) -> None:

@@ -57,6 +57,7 @@ from quiver._interventional import (
     judge_candidate,
     pair_results,
 )
+from quiver._outdir import OutputFolder, mark_folder, output_errors, write_text
 from quiver._progress import Progress
 from quiver._report import write_html
 from quiver._trace import Trace
@@ -68,7 +69,7 @@ from quiver.experiments._campaign import (
     plan_jobs,
     sample_traces,
 )
-from quiver.replay import ReplayJob, ReplayMode, ReplayResult, sample_ids
+from quiver.replay import EndpointWatch, ReplayJob, ReplayMode, ReplayResult, sample_ids
 
 from .report import gate_junit, gate_markdown
 
@@ -320,19 +321,27 @@ def run_gate(
 ) -> GateResult:
     """Run ``quiver gate``; see the module docstring. Raises QuiverError when it cannot run,
     :class:`~quiver._interrupt.Interrupted` (saying how far it got) when interrupted;
-    ``warn`` gets each baseline line skipped."""
+    ``warn`` gets each baseline line skipped. The gate's folder is held while it runs
+    (:class:`~quiver._outdir.OutputFolder`)."""
     t0 = time.perf_counter()
-    path = Path(spec_path)
-    run = CampaignRun.load(path, stream=progress_stream, warn=warn)
-    spec = run.spec
+    run = CampaignRun.load(Path(spec_path), stream=progress_stream, warn=warn)
     settings = gate_settings(run, output=output, probes=probes, repeats=repeats, alpha=alpha, seed=seed)
-    probes_n, repeats_n, seed_n, alpha_v, out = (settings.probes, settings.repeats, settings.seed, settings.alpha,
-                                                 settings.out)
     # candidates are checked against the recorded calls before anything is written
     early = _baseline_at_hand(run, Path(profile_dir) if profile_dir else None)
     if early is not None:
         check_candidates(candidates, lambda template: _changed_node(template, early))
-    out.mkdir(parents=True, exist_ok=True)
+    with output_errors(settings.out, "the gate keeps nothing to resume", "run it again"), \
+            OutputFolder(settings.out, "gate"):
+        mark_folder(settings.out, "gate")
+        return _gate(run, candidates, settings, profile_dir, early, progress_stream, t0)
+
+
+def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettings, profile_dir: str | Path | None,
+          early: list[Trace] | None, progress_stream: TextIO | None, t0: float) -> GateResult:
+    """:func:`run_gate` once its candidates are checked, its folder held."""
+    spec, path = run.spec, run.path
+    probes_n, repeats_n, seed_n, alpha_v, out = (settings.probes, settings.repeats, settings.seed, settings.alpha,
+                                                 settings.out)
     results: dict[str, dict[str, Any]] = {}
     jobs: list[ReplayJob] = []
     try:
@@ -354,13 +363,16 @@ def run_gate(
                 progress.advance(failed=int("error" in data))
 
             runner = run.executor()
+            watch = EndpointWatch(done, lambda: False)
             try:
-                runner.run(context, jobs, done, lambda: False)
+                runner.run(context, jobs, watch.done, watch.should_stop)
             finally:
                 try:
                     runner.close()
                 finally:
                     progress.close()
+            watch.raise_if_down(f"the gate keeps no ledger: run it again when it answers ({len(results):,} of "
+                                f"{len(jobs):,} replays had finished)")
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: the gate keeps no ledger; say how far it got
         raise Interrupted(_interrupted(exc, len(results), len(jobs))) from None
     failed = [(j, results[j.job_id]["error"]) for j in jobs if "error" in results.get(j.job_id, {"error": "not run"})]
@@ -400,8 +412,7 @@ def run_gate(
     result = GateResult(verdict, data, out, skipped_lines=len(run.skipped))
     for name, text in (("gate.json", json.dumps(data, indent=2) + "\n"), ("gate.md", gate_markdown(data)),
                        ("junit.xml", gate_junit(data))):
-        (out / name).write_text(text, encoding="utf-8")
-        result.files.append(out / name)
+        result.files.append(write_text(out / name, text))
     result.files.append(write_html(out, "gate"))
     return result
 

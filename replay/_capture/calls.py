@@ -29,6 +29,7 @@ from quiver._trace import Message, PromptInfo
 from quiver.replay._instrument import capture_enabled, current_builder, current_call
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 from quiver.replay._llm import PARAM_NAMES, PendingChat, current_overrides, in_engine_request
+from quiver.replay._llm.health import endpoints, is_connection_failure, origin_of
 
 __all__ = ["CapturedChat", "CaptureCounter", "counter", "is_chat_request", "wants_capture"]
 
@@ -109,6 +110,7 @@ class CapturedChat:
         self.call = call
         self.body = body
         self.url = url
+        self.origin = origin_of(url)
         self._messages = body["messages"]
         self._prompt = call.prompt
 
@@ -148,9 +150,19 @@ class CapturedChat:
 
     # -- served from the recording -----------------------------------------------------
     def served_body(self) -> bytes | None:
-        """The chat completion the recording answers with, or None to send the request."""
+        """The chat completion the recording answers with, or None to send the request.
+
+        Raises:
+            EndpointDown: The request is to be sent, and its endpoint was declared down
+                (:mod:`quiver.replay._llm.health`): the call is closed as failed.
+        """
         result = self.call.served()
         if result is None:
+            try:
+                endpoints.check(self.origin)
+            except LLMUnavailable as exc:
+                self.fail(exc)
+                raise
             return None
         record = self.call.record
         response = record.response if record is not None else None
@@ -196,6 +208,7 @@ class CapturedChat:
     def finish(self, status: int, content: bytes) -> None:
         """Record the endpoint's answer (an error status or a body that is not a chat
         completion closes the call as failed; the caller's client reads it as usual)."""
+        endpoints.succeeded(self.origin)
         if status >= 400:
             error_type = LLMUnavailable if status == 429 or status >= 500 else LLMRequestError
             self.fail(error_type(f"the endpoint answered HTTP {status} to the chat completion at {self.url}"))
@@ -214,7 +227,10 @@ class CapturedChat:
         self.call.finish(data, 1, parse=False)
 
     def fail(self, exc: BaseException) -> None:
-        """Close the call as failed (the request raised, or was answered with an error)."""
+        """Close the call as failed (the request raised, or was answered with an error);
+        a failure to connect counts against the endpoint's health."""
+        if is_connection_failure(exc):
+            endpoints.failed(self.origin, exc)
         with counter._lock:
             counter.stats["failed"] += 1
         self.call.fail(exc)

@@ -62,10 +62,12 @@ from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._registry import Registry, adopt_class
 from quiver._trace import Redactor, Trace
+from quiver.replay._llm.health import EndpointDown
 
 __all__ = [
     "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",
-    "registered_executors", "make_executor", "EXECUTORS", "DoneFn", "StopFn", "ENTRY_POINT_GROUP",
+    "registered_executors", "make_executor", "EXECUTORS", "DoneFn", "StopFn", "ENTRY_POINT_GROUP", "ENDPOINT_DOWN",
+    "EndpointWatch",
 ]
 
 log = logging.getLogger("quiver.executor")
@@ -167,9 +169,54 @@ class Worker:
                 perturbation_id=job.perturbation_id, repeat=job.repeat, templates=job.templates or None,
                 sample_id=job.sample_id or None,
             )
+        except EndpointDown as exc:  # not the replay's own result: see EndpointWatch
+            return {"error": f"{type(exc).__name__}: {exc}", ENDPOINT_DOWN: exc.to_json()}
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return result.to_json()
+
+
+ENDPOINT_DOWN = "endpoint_down"
+"""The key of a job's result when an unreachable LLM endpoint cut the replay short (its
+value: :meth:`~quiver.replay._llm.health.EndpointDown.to_json`)."""
+
+
+class EndpointWatch:
+    """Between an executor and the driver it reports to: the results of replays an
+    unreachable LLM endpoint cut short are held back (never handed on, so never committed
+    nor counted as failed: a resume runs them), and the executor is told to stop.
+
+    Args:
+        on_done: The driver's callback, for every other result.
+        should_stop: The driver's own reason to stop.
+    """
+
+    def __init__(self, on_done: DoneFn, should_stop: StopFn) -> None:
+        self._on_done = on_done
+        self._should_stop = should_stop
+        self.down: EndpointDown | None = None
+        """The first endpoint found down, if any."""
+        self.held = 0
+        """Results held back."""
+
+    def done(self, job_id: str, data: dict[str, Any]) -> None:
+        """An executor's ``on_done``."""
+        found = data.get(ENDPOINT_DOWN)
+        if isinstance(found, Mapping):
+            self.held += 1
+            if self.down is None:
+                self.down = EndpointDown.from_json(found)
+            return
+        self._on_done(job_id, data)
+
+    def should_stop(self) -> bool:
+        """An executor's ``should_stop``: an endpoint is down, or the driver says so."""
+        return self.down is not None or self._should_stop()
+
+    def raise_if_down(self, note: str) -> None:
+        """Raise the endpoint's error, its message ending with ``note``, when one was found down."""
+        if self.down is not None:
+            raise self.down.with_note(note)
 
 
 _BASELINES_KEPT = 4096

@@ -3,7 +3,8 @@
 * ``client``: :class:`LLMClient` (transport, retries, the response cache);
 * ``contract``: one chat call as the trace records it, and as a replay serves it;
 * ``current``: the client, request overrides and cache switch in force in a context;
-* ``cache``: responses cached on disk by request and sample key.
+* ``cache``: responses cached on disk by request and sample key;
+* ``health``: an endpoint that stopped answering, noticed within seconds.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from .current import (
     use_llm,
     use_response_cache,
 )
+from .health import EndpointDown
 
 __all__ = [
     "ResponseCache",
+    "EndpointDown",
     "LLMClient",
     "MalformedCompletion",
     "RetryPolicy",

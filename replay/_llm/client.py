@@ -27,6 +27,7 @@ simulator does; other endpoints ignore the header).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import itertools
 import json
@@ -36,7 +37,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import openai
@@ -57,6 +58,7 @@ from quiver.replay._keys import SAMPLE_KEY_HEADER
 from .cache import ResponseCache
 from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt
 from .current import current_overrides, engine_request, response_cache_enabled
+from .health import DEFAULT_UNREACHABLE_S, endpoints, is_connection_failure, origin_of
 
 __all__ = ["RetryPolicy", "LLMClient", "MalformedCompletion"]
 
@@ -74,6 +76,10 @@ class RetryPolicy(BaseModel):
     """Longest backoff wait."""
     max_retry_after_s: float = Field(default=120.0, gt=0)
     """Longest wait a server's Retry-After may impose."""
+    unreachable_s: float = Field(default=DEFAULT_UNREACHABLE_S, gt=0)
+    """How long the endpoint may refuse every connection (each request and a connection
+    probe failing) before the run stops, with nothing counted as failed because of it
+    (``--resume`` continues once the endpoint is back)."""
 
 
 def _reason(exc: BaseException) -> str | None:
@@ -184,6 +190,8 @@ class LLMClient:
         self.retry = retry or RetryPolicy()
         self.params = dict(params or {})
         self.cache = cache
+        self.origin = origin_of(base_url)
+        endpoints.set_bound(self.origin, self.retry.unreachable_s)
         # Synchronous calls go round several SDK clients, each with its own connection
         # pool: httpcore's pool scans all its connections and waiting requests on every
         # request and release, so one pool shared by 64 threads costs about 12% more CPU
@@ -328,12 +336,14 @@ class LLMClient:
         args = self._post_args(request)
         attempts = 0
         try:
-            for attempt in Retrying(sleep=interruptible_wait, **self._retrying_kwargs(call)):
+            for attempt in Retrying(sleep=self._wait, **self._retrying_kwargs(call)):
                 with attempt:
                     check_interrupted()  # interrupted: no new attempt, no backoff wait
+                    endpoints.check(self.origin)  # down: no new attempt either
                     attempts += 1
-                    with engine_request():
-                        response = _completion(self._sync_client().post("/chat/completions", **args))
+                    with engine_request(), self._watched():
+                        body = self._sync_client().post("/chat/completions", **args)
+                    response = _completion(body)
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
@@ -350,17 +360,48 @@ class LLMClient:
         args = self._post_args(request)
         attempts = 0
         try:
-            async for attempt in AsyncRetrying(sleep=_async_interruptible_wait, **self._retrying_kwargs(call)):
+            async for attempt in AsyncRetrying(sleep=self._async_wait, **self._retrying_kwargs(call)):
                 with attempt:
                     check_interrupted()
+                    endpoints.check(self.origin)
                     attempts += 1
-                    with engine_request():
-                        response = _completion(await client.post("/chat/completions", **args))
+                    with engine_request(), self._watched():
+                        body = await client.post("/chat/completions", **args)
+                    response = _completion(body)
                     self._store(key, response)
                     return response, attempts
         except BaseException as exc:
             raise _mapped(exc, attempts) from exc
         raise LLMUnavailable("no attempt was made")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        """Report how one attempt went to the endpoint's health (:mod:`.health`)."""
+        try:
+            yield
+        except Exception as exc:
+            if is_connection_failure(exc):
+                endpoints.failed(self.origin, exc)
+            elif isinstance(exc, openai.APIStatusError):
+                endpoints.succeeded(self.origin)
+            raise
+        endpoints.succeeded(self.origin)
+
+    def _wait(self, seconds: float) -> None:
+        """A backoff wait, cut short when the process is interrupted (raising) or the
+        endpoint is declared down (the next attempt raises)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and endpoints.down(self.origin) is None:
+            interruptible_wait(min(left, _WAIT_STEP_S))
+        check_interrupted()
+
+    async def _async_wait(self, seconds: float) -> None:
+        """The async form of :meth:`_wait`."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and endpoints.down(self.origin) is None:
+            check_interrupted()
+            await asyncio.sleep(min(left, _WAIT_STEP_S))
+        check_interrupted()
 
     def _sync_client(self) -> openai.OpenAI:
         i = next(self._next_pool) % _SYNC_POOLS
@@ -394,13 +435,9 @@ class LLMClient:
 _SYNC_POOLS = 8
 """SDK clients (connection pools) synchronous calls go round."""
 
-async def _async_interruptible_wait(seconds: float) -> None:
-    """``asyncio.sleep``, cut short (raising) when the process is interrupted."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        check_interrupted()
-        await asyncio.sleep(min(left, 0.1))
-    check_interrupted()
+_WAIT_STEP_S = 0.1
+"""How often a backoff wait looks whether the process was interrupted or the endpoint
+declared down."""
 
 
 def _jitter() -> float:
