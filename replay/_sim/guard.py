@@ -86,7 +86,7 @@ class _Guard:
 
     def _host_refusal(self, path: str, version: str, headers: Message) -> _HTTPError | None:
         hosts = headers.get_all("Host") or []
-        if "://" in path:  # absolute form: the URL's authority is the host asked for
+        if not path.startswith("/") and "://" in path:  # absolute form: the URL names the host
             hosts = [path.partition("://")[2].partition("/")[0]]
         if len(hosts) > 1:
             return _HTTPError(400, f"the request has {len(hosts)} Host headers; HTTP allows one")

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
@@ -26,11 +27,10 @@ def sim() -> Iterator[Simulator]:
         yield simulator
 
 
-def post(sim: Simulator, headers: dict[str, str], body: bytes | None = None) -> httpx.Response:
-    """POST a chat completion (``GOOD`` as JSON unless ``body``) with ``headers``."""
+def post(sim: Simulator, headers: dict[str, str]) -> httpx.Response:
+    """POST ``GOOD`` as JSON text with ``headers`` (and no Content-Type unless they set one)."""
     with httpx.Client(timeout=10) as client:
-        return client.post(f"{sim.url}/chat/completions", headers=headers,
-                           content=json.dumps(GOOD).encode() if body is None else body)
+        return client.post(f"{sim.url}/chat/completions", headers=headers, content=json.dumps(GOOD).encode())
 
 
 def refused(reply: httpx.Response, status: int, words: str) -> None:
@@ -74,6 +74,20 @@ def test_a_foreign_host_is_refused_on_a_get_and_before_the_body_is_read(sim: Sim
     refused(listing, 421, f"evil.example:{sim.port}")
     assert huge.startswith(b"HTTP/1.1 421 ") and b"Connection: close" in huge
     assert sim.stats()["requests"] == before  # no completion was attempted
+
+
+def test_a_request_in_absolute_form_is_judged_by_the_host_of_its_url(sim: Simulator) -> None:
+    own = f"127.0.0.1:{sim.port}"
+    foreign = raw_answer(sim.port, f"GET http://evil.example:{sim.port}/health HTTP/1.1\r\n"
+                                   f"Host: {own}\r\n\r\n".encode())
+    served = raw_answer(sim.port, f"GET http://{own}/health HTTP/1.1\r\nHost: evil.example\r\n"
+                                  "Connection: close\r\n\r\n".encode())
+    with httpx.Client(timeout=10) as client:
+        query = client.get(f"{sim.url}/models?next=http://evil.example/")
+
+    assert foreign.startswith(b"HTTP/1.1 421 ")
+    assert served.startswith(b"HTTP/1.1 200 ")
+    assert query.status_code == 200
 
 
 @pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "LOCALHOST", "[::1]"])
@@ -145,6 +159,51 @@ def test_a_preflight_gets_no_cors_permission(sim: Simulator) -> None:
             "Access-Control-Request-Headers": "content-type, authorization"})
 
     refused(reply, 403, "Origin")
+
+
+CHROMIUM = "/usr/bin/chromium"
+NO_LOCAL_NETWORK_CHECKS = ("--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,"
+                           "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults")
+ATTACK = """async ([simulator, body]) => {
+  const attempt = async (url, init) => {
+    try { const r = await fetch(url, init); return [r.type, r.status, await r.text()]; }
+    catch (e) { return ["error", 0, String(e)]; }
+  };
+  const json = {"Content-Type": "application/json"};
+  return {
+    rebound: await attempt("/v1/chat/completions", {method: "POST", headers: json, body}),
+    simple: await attempt(simulator, {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"}, body}),
+    preflighted: await attempt(simulator, {method: "POST", headers: json, body}),
+  };
+}"""
+
+
+def test_a_page_in_a_real_browser_can_neither_use_nor_read_the_simulator(sim: Simulator) -> None:
+    """A page at ``http://evil.example:PORT`` whose name resolves to 127.0.0.1, in Chromium
+    with its local-network checks off (as in browsers that have none): its same-origin
+    request (DNS rebinding) gets a 421, its no-cors ``text/plain`` POST runs nothing, its
+    JSON POST fails at the preflight. None reaches a completion."""
+    sync = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    page_url = f"http://evil.example:{sim.port}/attack"
+    before = sim.stats()["requests"]
+    with sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--host-resolver-rules=MAP evil.example 127.0.0.1", NO_LOCAL_NETWORK_CHECKS])
+        try:
+            page = browser.new_page()
+            page.route(page_url, lambda route: route.fulfill(content_type="text/html", body="<p>prizes</p>"))
+            page.goto(page_url)
+            got = page.evaluate(ATTACK, [f"http://127.0.0.1:{sim.port}/v1/chat/completions", json.dumps(GOOD)])
+        finally:
+            browser.close()
+
+    assert got["rebound"][:2] == ["basic", 421], got
+    assert got["simple"][:2] == ["opaque", 0], got
+    assert got["preflighted"][0] == "error", got
+    assert sim.stats()["requests"] == before
 
 
 # --------------------------------------------------------------------------- slowloris
