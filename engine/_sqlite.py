@@ -134,8 +134,9 @@ class KeyValueFile:
             raise self.fail(f"a folder, not a file (the {self.layout.kind} is a SQLite file)")
         for name in (self.path, folder):
             if name.exists() and not os.access(name, os.R_OK | os.W_OK):
-                raise self.fail("permission denied: this user cannot read and write "
-                                f"{'it' if name == self.path else 'its folder'}")
+                what = "it" if name == self.path else "its folder"
+                raise self.fail(f"permission denied: this user cannot read and write {what}",
+                                f"give this user read and write access to {what}, or {self.layout.way_out}")
 
     def _check_header(self) -> None:
         """Refuse bytes that are not a SQLite database, and a database cut short (the file

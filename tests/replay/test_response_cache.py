@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -247,6 +248,33 @@ def test_a_cache_file_that_cannot_be_read_is_refused_in_one_line(case: str, tmp_
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{folder / 'cache.db'}: "), message
     assert reason in message and f"delete the folder {folder}" in message, message
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[None]:
+    """``path`` not writable by this user (for root, which file modes do not stop: immutable)."""
+    if os.geteuid() != 0:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        undo = [lambda: path.chmod(0o755 if path.is_dir() else 0o644)]
+    elif subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0:
+        undo = [lambda: subprocess.run(["chattr", "-i", str(path)], check=True)]
+    else:
+        pytest.skip("running as root where chattr +i does not work: nothing is read-only")
+    try:
+        yield
+    finally:
+        undo[0]()
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_cache_this_user_cannot_write_is_refused_in_one_line(where: str, tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    ResponseCache(folder).close()
+    with _read_only(folder / "cache.db" if where == "file" else folder), pytest.raises(QuiverError) as err:
+        ResponseCache(folder)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{folder / 'cache.db'}: permission denied"), message
+    assert "give this user read and write access" in message, message
 
 
 def test_a_file_where_the_cache_folder_should_be_is_refused_in_one_line(tmp_path: Path) -> None:
