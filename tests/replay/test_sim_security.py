@@ -220,17 +220,21 @@ TRICKLES = {
 def trickle(socks: dict[socket.socket, bytes], answers: dict[socket.socket, bytes], give_up_s: float) -> None:
     """Send each open connection its next byte(s) every 0.1 s, faster than any read
     timeout, and collect what the server sends until it closes the connection."""
+    by_fd = {sock.fileno(): sock for sock in socks}
+    poller = select.poll()
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
     deadline = time.monotonic() + give_up_s
     while len(answers) < len(socks) and time.monotonic() < deadline:
-        open_ = [sock for sock in socks if sock not in answers]
-        for sock in open_:
-            try:
-                sock.send(socks[sock])
-            except OSError:
-                answers.setdefault(sock, b"")
-        readable, _, _ = select.select([s for s in open_ if s not in answers], [], [], 0.1)
-        for sock in readable:
-            answers[sock] = read_rest(sock)
+        for sock in socks:
+            if sock not in answers:
+                try:
+                    sock.send(socks[sock])
+                except OSError:  # the server closed it; what it sent is read below
+                    pass
+        for fd, _ in poller.poll(100):
+            answers[by_fd[fd]] = read_rest(by_fd[fd])
+            poller.unregister(fd)
 
 
 def read_rest(sock: socket.socket) -> bytes:
