@@ -14,6 +14,9 @@ boundary where they are caught, so callers only need to know these classes::
      ├── SimulatorError        the bundled simulator could not start or was misconfigured
      │    └── SimRequestError        a request the simulator cannot answer (quiver.replay._sim)
      ├── PipelineError         a user pipeline could not be loaded or called
+     ├── OutputError           an output folder that cannot be written: a link that leaves it,
+     │                         in use by another command, holding what the command did not
+     │                         write, or a disk that refuses the write (quiver._outdir)
      │
      │   defined beside the code that raises them:
      ├── FieldTypeError        a value of the wrong kind for its field type (quiver._distance)
@@ -45,6 +48,7 @@ __all__ = [
     "LLMUnavailable",
     "SimulatorError",
     "PipelineError",
+    "OutputError",
 ]
 
 
@@ -117,3 +121,28 @@ class SimulatorError(QuiverError):
 
 class PipelineError(QuiverError):
     """A user pipeline could not be loaded or called."""
+
+
+class OutputError(QuiverError):
+    """A file or folder of an output folder that cannot be written: a link that leaves
+    the folder, a folder in use by another command or holding files the command did not
+    write, or a disk that refuses the write (full, read-only, over quota, failing).
+
+    Attributes:
+        path: The file or folder.
+        errno: The operating system's error number when the disk refused the write, else None.
+        way_out: What to do, once the command that met the error has said it (a command
+            adds it where it catches the error: :meth:`with_way_out`).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, errno: int | None = None,
+                 way_out: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.errno = errno
+        self.way_out = way_out
+        super().__init__(f"{message}; {way_out}" if way_out else message)
+
+    def with_way_out(self, way_out: str) -> OutputError:
+        """The same error, saying ``way_out`` after what was wrong."""
+        return OutputError(self.message, path=self.path, errno=self.errno, way_out=way_out)
