@@ -145,7 +145,7 @@ class CapturedChat:
             )
         body = _with_overrides(body)
         params = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        call = PendingChat.open(counter, body["model"], params, _prompt(body["messages"]), None)
+        call = PendingChat.open(counter, body["model"], params, _prompt(body["messages"]), None, strict_json=False)
         return cls(call, body, url)
 
     # -- served from the recording -----------------------------------------------------
@@ -224,7 +224,7 @@ class CapturedChat:
         tool_calls = choice["message"].get("tool_calls")
         if tool_calls and self.call.record is not None:
             self.call.record.tags[TOOL_CALLS_TAG] = tool_calls
-        self.call.finish(data, 1, parse=False)
+        self.call.finish(data, 1)
 
     def fail(self, exc: BaseException) -> None:
         """Close the call as failed (the request raised, or was answered with an error);

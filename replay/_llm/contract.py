@@ -118,6 +118,24 @@ def parse_json(content: str, call: PendingChat) -> Any:
         ) from None
 
 
+def _json_data(content: str, call: PendingChat) -> Any:
+    """A reply's parsed JSON when the call asked for a JSON response format, else None.
+
+    The engine's own calls (``strict_json``) fail on a reply that is not JSON; a
+    captured call's caller reads the body itself (the SDK parses it, or reports a
+    refusal), so its reply stays text. Recording and serving both go through here, so a
+    call's output is the same value in a recording and in its replay.
+    """
+    if not wants_json(call.params):
+        return None
+    if call.strict_json:
+        return parse_json(content, call)
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError:
+        return None
+
+
 class PendingChat:
     """One chat call in flight and the trace record it writes to."""
 
@@ -129,8 +147,11 @@ class PendingChat:
         prompt: PromptInfo,
         record: CallRecord | None,
         opened: OpenCall | None,
+        *,
+        strict_json: bool = True,
     ) -> None:
         self.client = client
+        self.strict_json = strict_json
         self.model = model
         self.params = params
         self.prompt = prompt
@@ -150,12 +171,16 @@ class PendingChat:
 
     @classmethod
     def open(
-        cls, client: CallCounter, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None
+        cls, client: CallCounter, model: str, params: dict[str, Any], prompt: PromptInfo, name: str | None,
+        *, strict_json: bool = True,
     ) -> PendingChat:
+        """The chat call, on the current ``llm`` call when it holds none yet, else on a
+        child ``llm`` call. ``strict_json=False`` keeps a reply that should be JSON and
+        is not as text instead of failing (a captured call: its caller reads the body)."""
         record = current_call.get()
         info = ModelInfo(name=model, params=to_jsonable(params))
         if current_builder.get() is None:
-            return cls(client, model, params, prompt, None, None)
+            return cls(client, model, params, prompt, None, None, strict_json=strict_json)
         with _claim_lock:
             claimable = record is not None and record.kind == "llm" and record.model is None
             if claimable:
@@ -163,14 +188,14 @@ class PendingChat:
                 record.model = info
         if claimable:
             record.prompt = prompt  # type: ignore[union-attr]
-            return cls(client, model, params, prompt, record, None)
+            return cls(client, model, params, prompt, record, None, strict_json=strict_json)
         node_name = name or prompt.template_id or "llm"
         opened = child_call(node_name, "llm", {"messages": [m.content for m in prompt.assembled], "params": params})
         opened.enter()
         assert opened.record is not None
         opened.record.model = info
         opened.record.prompt = prompt
-        return cls(client, model, params, prompt, opened.record, opened)
+        return cls(client, model, params, prompt, opened.record, opened, strict_json=strict_json)
 
     def served(self) -> ChatResult | None:
         """The recorded response, when a replay serves this call from the recording.
@@ -197,7 +222,7 @@ class PendingChat:
             return None
         response = recorded.response
         result = ChatResult(
-            content=response.content, data=parse_json(response.content, self) if wants_json(self.params) else None,
+            content=response.content, data=_json_data(response.content, self),
             model=model.version, usage=dict(response.usage), logprobs=response.logprobs,
             attempts=response.attempts,
         )
@@ -244,11 +269,11 @@ class PendingChat:
         if self.opened is not None:
             self.opened.exit(result.value, None)
 
-    def finish(self, response: dict[str, Any], attempts: int, *, parse: bool = True) -> ChatResult:
+    def finish(self, response: dict[str, Any], attempts: int) -> ChatResult:
         """Record a chat completion the endpoint answered (``attempts`` HTTP attempts;
         0 when the response cache answered) and count it: the result the caller gets.
-        ``parse=False`` leaves a JSON answer unparsed (a captured call: its caller reads
-        the body itself)."""
+        A JSON reply is parsed as :meth:`served` parses the recorded one, so that a child
+        ``llm`` call's output (``ChatResult.value``) is the same in both."""
         choice = response["choices"][0]
         content = choice["message"].get("content") or ""
         logprobs = None
@@ -258,7 +283,7 @@ class PendingChat:
         usage = {
             k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)
         }
-        data = parse_json(content, self) if parse and wants_json(self.params) else None
+        data = _json_data(content, self)
         result = ChatResult(
             content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
             attempts=max(attempts, 1),
