@@ -68,6 +68,7 @@ from quiver.replay import (
     ReplayContext,
     ReplayJob,
     ReplayMode,
+    ResponseCache,
     declared_graph,
     make_executor,
     new_run_id,
@@ -337,6 +338,8 @@ class CampaignRun:
                 if traces is None:
                     traces = self.checked_baseline(resume=resume)
                 ledger, run_id = self._open_ledger(ledger_path)
+                if self.spec.replay.downstream == "cached":  # a cache file that cannot be used: said before any work
+                    ResponseCache(out / "cache").close()
                 source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
                 check_baseline_identity(ledger, traces, self.skipped, source)
                 runner.start()  # its workers start up while the baseline is analysed

@@ -374,6 +374,21 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "reference"
 
 
+def _killed_before_its_first_commit(reference: Path, out: Path) -> None:
+    """At ``out``: the reference's run folder as a run killed before it committed any
+    replay leaves it (its ledger without replays, no results), its response cache whole."""
+    shutil.copytree(reference, out)
+    for name in (".finished", "pairs.jsonl", "replays.jsonl", "campaign.json", "report.md", "report.html",
+                 "summary.json"):
+        (out / name).unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(out / "ledger.sqlite")) as db, db:
+        assert db.execute("DELETE FROM replays").rowcount == 12
+
+
+def _resume(reference: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return _quiver("run", str(reference.parent / "campaign.yaml"), "--output", str(out), "--resume", "--quiet")
+
+
 def test_a_planted_pickle_never_runs_on_resume_and_the_resume_equals_an_uninterrupted_run(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -381,16 +396,11 @@ def test_a_planted_pickle_never_runs_on_resume_and_the_resume_equals_an_uninterr
     every row, a pickle that would create a file when unpickled: ``quiver run --resume``
     never runs it, fetches every response again, and gives the uninterrupted run's results."""
     out, marker = tmp_path / "run", tmp_path / "unpickled"
-    shutil.copytree(reference, out)
-    for name in (".finished", "pairs.jsonl", "replays.jsonl", "campaign.json", "report.md", "report.html",
-                 "summary.json"):
-        (out / name).unlink(missing_ok=True)
-    with contextlib.closing(sqlite3.connect(out / "ledger.sqlite")) as db, db:
-        assert db.execute("DELETE FROM replays").rowcount == 12
+    _killed_before_its_first_commit(reference, out)
     planted = _plant(out / "cache", pickle.dumps(_Planted(marker)))
     assert planted > 12
     started = time.perf_counter()
-    proc = _quiver("run", str(reference.parent / "campaign.yaml"), "--output", str(out), "--resume", "--quiet")
+    proc = _resume(reference, out)
     print(f"resume: {time.perf_counter() - started:.1f} s")
     assert not marker.exists(), "a pickle from the response cache was loaded"
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -405,19 +415,24 @@ def test_a_planted_pickle_never_runs_on_resume_and_the_resume_equals_an_uninterr
 def test_quiver_run_on_a_cache_file_that_cannot_be_read_exits_2_with_one_line(
     case: str, reference: Path, tmp_path: Path
 ) -> None:
+    """A run folder whose response cache file was damaged since: ``quiver run --resume``
+    refuses it in one line, before any replay."""
     make, reason = UNREADABLE_FILES[case]
     out = tmp_path / "run"
-    (out / "cache").mkdir(parents=True)
-    make(out / "cache" / "cache.db")
-    spec = tmp_path / "campaign.yaml"
-    baseline = reference / "baseline" / "traces.jsonl"
-    spec.write_text(CAMPAIGN.format(quickstart=QUICKSTART, source=f"baseline: {baseline}", output=out),
-                    encoding="utf-8")
+    _killed_before_its_first_commit(reference, out)
+    db = out / "cache" / "cache.db"
+    db.unlink()
+    if case == "truncated":
+        shutil.copyfile(reference / "cache" / "cache.db", db)
+        data = db.read_bytes()
+        db.write_bytes(data[: len(data) // 2 // 4096 * 4096])
+    else:
+        make(db)
     started = time.perf_counter()
-    proc = _quiver("run", str(spec), "--quiet")
+    proc = _resume(reference, out)
     print(f"{case}: {time.perf_counter() - started:.1f} s")
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    assert lines[0].startswith(f"quiver run: error: {out / 'cache' / 'cache.db'}: "), lines[0]
+    assert lines[0].startswith(f"quiver run: error: {db}: "), lines[0]
     assert reason in lines[0] and f"delete the folder {out / 'cache'}" in lines[0], lines[0]
