@@ -12,9 +12,14 @@ What a recording then holds, read from LangGraph's own structure:
   inputs are the state (or the ``Send`` argument) it was given; its output is the state
   update it returned, JSON (LangChain messages as ``{"role", "content", ...}`` dicts,
   ``Document``s as dicts), rebuilt into messages and documents when a replay serves it.
-  A node's kind is ``llm`` (its LLM call is recorded on it), ``tool`` for a
-  ``ToolNode`` (each tool it ran recorded as a tool step: the name and arguments of the
-  tool call, the ``ToolMessage``'s content), or what ``kinds=`` says.
+  A node's kind is what ``kinds=`` says, ``tool`` for a ``ToolNode`` (each tool it ran
+  recorded as a tool step: the name and arguments of the tool call, the
+  ``ToolMessage``'s content), else what its calls did, settled when the call closes:
+  ``llm`` when an LLM call was recorded on it or under it (the first one is recorded
+  on the node's call itself), ``retrieval`` when it made none and its update holds
+  documents (LangChain ``Document``s, or dicts with an id and a content), ``transform``
+  otherwise. A replay opens each such call with the kind of the recorded call it
+  replays, so that a frozen replay serves and runs what a declared kind would.
 * **Decisions.** A conditional edge is a decision of the gate named after the branch
   (the routing function's name), recorded on the call of its source node; the arm is the
   chosen destination (a list when it fans out). A conditional entry point becomes a
@@ -86,8 +91,10 @@ def instrument(graph: Any, *, kinds: Mapping[str, str] | None = None) -> Any:
         graph: A ``StateGraph`` before ``compile()`` (the graphs it compiles are
             instrumented) or a compiled graph.
         kinds: Node name -> call kind (``llm``, ``retrieval``, ``tool``, ``transform``,
-            ``router``) for nodes that are not ``llm`` calls; a ``ToolNode`` is ``tool``
-            without being named here.
+            ``router``), which wins over what the node's calls did; a ``ToolNode`` is
+            ``tool`` without being named here, and every other node is typed by what
+            each of its calls did (``llm`` when it made an LLM call, else
+            ``retrieval`` when its update holds documents, else ``transform``).
 
     Raises:
         InstrumentationError: ``graph`` is not a LangGraph graph, or ``kinds`` names a
@@ -145,12 +152,13 @@ def _check_kinds(kinds: Mapping[str, str], builder: Any) -> None:
             )
 
 
-def _kind_of(name: str, runnable: Any, kinds: Mapping[str, str]) -> str:
+def _kind_of(name: str, runnable: Any, kinds: Mapping[str, str]) -> str | None:
+    """The kind ``kinds=`` gives, ``tool`` for a ``ToolNode``; None: typed by its calls."""
     if name in kinds:
         return kinds[name]
     from langgraph.prebuilt import ToolNode
 
-    return "tool" if isinstance(runnable, ToolNode) else "llm"
+    return "tool" if isinstance(runnable, ToolNode) else None
 
 
 # --------------------------------------------------------------------------- the graph
@@ -441,6 +449,8 @@ class _NodeCall:
     step: int
     opened: OpenCall
     input: Any = None
+    settle: bool = False
+    """The node has no declared kind and the recording gave none: typed at its close."""
     renders: list[tuple[Template, dict[str, Any]]] = field(default_factory=list)
     tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = field(default_factory=list)
 
@@ -448,11 +458,16 @@ class _NodeCall:
 _node: contextvars.ContextVar[_NodeCall | None] = contextvars.ContextVar("quiver_langgraph_node", default=None)
 
 
-def _open(name: str, kind: str, input: Any) -> _NodeCall | None:
+def _open(name: str, kind: str | None, input: Any) -> _NodeCall | None:
     run = _run.get()
     meta = _task_meta()
     if run is None or meta is None or current_builder.get() is not run.builder:
         return None
+    inputs = {"state": to_json(input)}
+    settle = kind is None
+    if kind is None:
+        kind = _recorded_kind(run.builder, name, inputs)
+        settle = kind is None
     step, path = meta
     scope, task = run.task_scope(step, path, name)
     pushed = bool(path) and path[0] == "__pregel_push"
@@ -462,12 +477,48 @@ def _open(name: str, kind: str, input: Any) -> _NodeCall | None:
     declared = ("input",) if from_input and run.parent is None else ()
     loop = run.loop(name)
     record = run.builder.open_call(
-        name, cast("CallKind", kind), scope, inputs={"state": to_json(input)}, declared_parents=declared, loop=loop,
+        name, cast("CallKind", kind or "llm"), scope, inputs=inputs, declared_parents=declared, loop=loop,
         parents=parents,
     )
     with run.lock:
         run.tasks[task] = record
-    return _NodeCall(run, record, step, OpenCall(record), input)
+    return _NodeCall(run, record, step, OpenCall(record), input, settle)
+
+
+def _recorded_kind(builder: TraceBuilder, name: str, inputs: Any) -> str | None:
+    """In a replay, the kind the recording gave the node's call: that of its recorded
+    calls with these inputs, else of all its recorded calls, when they agree. None when
+    recording, or when the recording does not say: the call opens as ``llm`` (so that
+    its first LLM call is recorded on it) and is typed at its close (:func:`_settle`)."""
+    from quiver import content_hash, to_jsonable
+    from quiver.replay._replayer import ReplayBuilder
+
+    if not isinstance(builder, ReplayBuilder):
+        return None
+    calls = [c for c in builder.baseline.calls if c.node == name]
+    input_hash = content_hash(to_jsonable(inputs))
+    kinds = {c.kind for c in calls if c.input_hash == input_hash} or {c.kind for c in calls}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _settle(call: _NodeCall, output: Any) -> None:
+    """Type a call of a node with no declared kind by what it did: ``llm`` when an LLM
+    call was recorded on it or under it, else ``retrieval`` when its update holds
+    documents, else ``transform``."""
+    record = call.record
+    if not call.settle or record.kind != "llm" or _holds_llm_call(call.run.builder, record):
+        return
+    record.kind = "retrieval" if record.retrieval is not None or _docs_in(output) else "transform"
+
+
+def _holds_llm_call(builder: TraceBuilder, record: CallRecord) -> bool:
+    """Whether an LLM call was recorded on ``record`` or on a call under it."""
+    if record.model is not None or record.response is not None:
+        return True
+    inner = record.call_path + "/"
+    with builder._lock:
+        calls = list(builder._calls)
+    return any(c.call_path.startswith(inner) and (c.model is not None or c.response is not None) for c in calls)
 
 
 def _enter(call: _NodeCall) -> None:
@@ -491,6 +542,7 @@ def _stable(error: BaseException) -> BaseException:
 def _exit(call: _NodeCall, output: Any, error: BaseException | None) -> None:
     for var, token in reversed(call.tokens):
         var.reset(token)
+    _settle(call, output)
     if error is None:
         if call.record.kind == "retrieval" and call.record.retrieval is None:
             docs = _docs_in(output)
@@ -516,6 +568,7 @@ def _exit(call: _NodeCall, output: Any, error: BaseException | None) -> None:
 
 def _served(call: _NodeCall) -> Any:
     output = from_json(call.opened.serve())
+    _settle(call, output)
     call.run.wrote(call.record, call.step, output, call.record.node)
     return output
 
@@ -529,7 +582,7 @@ def _perturbed(call: _NodeCall) -> Any:
     return contextlib.nullcontext()
 
 
-def _wrap_node(name: str, runnable: Any, kind: str) -> None:
+def _wrap_node(name: str, runnable: Any, kind: str | None) -> None:
     """Wrap a node's function in place: a ``RunnableCallable``'s ``func`` and ``afunc``
     (the signature LangGraph read stays the one it passes arguments for)."""
     from langgraph._internal._runnable import RunnableCallable
@@ -545,7 +598,7 @@ def _wrap_node(name: str, runnable: Any, kind: str) -> None:
         runnable.afunc = _async_node(name, kind, runnable.afunc)
 
 
-def _sync_node(name: str, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _sync_node(name: str, kind: str | None, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def node(*args: Any, **kwargs: Any) -> Any:
         call = _open(name, kind, args[0] if args else None)
@@ -568,7 +621,7 @@ def _sync_node(name: str, kind: str, fn: Callable[..., Any]) -> Callable[..., An
     return node
 
 
-def _async_node(name: str, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _async_node(name: str, kind: str | None, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def node(*args: Any, **kwargs: Any) -> Any:
         call = _open(name, kind, args[0] if args else None)

@@ -393,3 +393,88 @@ def test_instrument_refuses_what_it_cannot_wrap() -> None:
         instrument(object())
     with pytest.raises(InstrumentationError, match="has no node 'nope'"):
         instrument(StateGraph(Ask), kinds={"nope": "retrieval"})
+
+
+# --------------------------------------------------------------------------- kinds without kinds=
+
+
+class Rag(TypedDict, total=False):
+    question: str
+    docs: list[Any]
+    context: str
+    answer: str
+
+
+def _rag_graph(base_url: str, kinds: dict[str, str] | None = None) -> Any:
+    """A plain-Python retriever (LangChain ``Document``s), a plain-Python formatter and a
+    ``ChatOpenAI`` answer: only the last makes an LLM call."""
+    from langchain_core.documents import Document
+    from langchain_openai import ChatOpenAI
+
+    def retrieve(state: Rag) -> dict[str, Any]:
+        words = state["question"].split()
+        return {"docs": [Document(page_content=f"note on {w}", metadata={"id": f"kb-{w}"}) for w in words[:2]]}
+
+    def format_docs(state: Rag) -> dict[str, Any]:
+        return {"context": "\n".join(d.page_content for d in state["docs"])}
+
+    def answer(state: Rag) -> dict[str, Any]:
+        llm = ChatOpenAI(model="sim-echo", base_url=base_url, api_key="sk-test", temperature=1.0)  # type: ignore[arg-type]
+        reply = llm.invoke(f"{state['context']}\nQ: {state['question']}")
+        return {"answer": str(reply.content)}
+
+    g = StateGraph(Rag)
+    for f in (retrieve, format_docs, answer):
+        g.add_node(f.__name__, f)
+    g.add_edge(START, "retrieve")
+    g.add_edge("retrieve", "format_docs")
+    g.add_edge("format_docs", "answer")
+    g.add_edge("answer", END)
+    return instrument(g.compile(), kinds=kinds)
+
+
+def _record_traced(graph: Any, question: str, repeat: int = 0) -> Trace:
+    """One trace recorded as ``quiver record`` records it (transport capture on)."""
+    import logging
+
+    from quiver.replay import trace_sample_key
+    from quiver.replay._pipeline import run_traced
+
+    inputs = {"question": question}
+    builder = TraceBuilder(trace_id=f"t{repeat}", run_id="r", pipeline="rag", input_id=question, repeat=repeat,
+                           inputs=inputs, sample_key=trace_sample_key(0, question, repeat))
+    return run_traced(builder, lambda question: graph.invoke({"question": question}), inputs, None,
+                      log=logging.getLogger("quiver.test"))
+
+
+def test_without_kinds_a_node_is_typed_by_what_its_calls_did(simulator: Simulator) -> None:
+    from quiver import infer_graph
+    from quiver.replay import Replayer, unseen_llm_nodes, unseen_llm_warning
+
+    graph = _rag_graph(simulator.url)
+
+    def pipeline(question: str) -> Any:
+        return graph.invoke({"question": question})
+
+    traces = [_record_traced(graph, q) for q in ("refund my invoice", "reset password")]
+    for trace in traces:
+        kinds = {c.node: c.kind for c in trace.calls if c.kind != "source"}
+        assert kinds == {"retrieve": "retrieval", "format_docs": "transform", "answer": "llm"}
+        by_node = {c.node: c for c in trace.calls}
+        assert by_node["answer"].model is not None and by_node["answer"].response is not None
+        retrieval = by_node["retrieve"].retrieval
+        assert retrieval is not None and [d.doc_id for d in retrieval][0].startswith("kb-")
+    assert unseen_llm_nodes(traces) == [] and unseen_llm_warning(unseen_llm_nodes(traces), "warning") is None
+    inferred, _ = infer_graph(traces)
+    assert {("retrieve", "format_docs"), ("format_docs", "answer")} <= set(inferred.edges)
+    requests = simulator.stats().get("requests", 0)
+    results = [Replayer(pipeline).replay(t) for t in traces]
+    assert [r.divergences for r in results if not r.reproduced] == []
+    assert simulator.stats().get("requests", 0) == requests
+
+
+def test_explicit_kinds_win_over_what_the_calls_did(simulator: Simulator) -> None:
+    graph = _rag_graph(simulator.url, kinds={"retrieve": "transform", "format_docs": "tool"})
+    trace = _record_traced(graph, "where is my invoice")
+    kinds = {c.node: c.kind for c in trace.calls if c.kind != "source"}
+    assert kinds == {"retrieve": "transform", "format_docs": "tool", "answer": "llm"}
