@@ -115,6 +115,9 @@ class KeyValueFile:
         except sqlite3.Error as exc:
             self.close()
             raise self._sqlite_error(exc) from None
+        except BaseException:  # a layout it does not read
+            self.close()
+            raise
 
     # -- opening -----------------------------------------------------------------------
     def fail(self, reason: str, way_out: str | None = None, path: Path | None = None) -> StoreError:
@@ -197,7 +200,7 @@ class KeyValueFile:
                             f"up to {layout.version})",
                             f"run the version that wrote it, or {layout.way_out}")
         others = sorted(tables - {layout.table})
-        if others and not tables & {layout.table}:
+        if others and layout.table not in tables:
             raise self.fail(f"not {layout.a_kind} (it holds the tables {', '.join(others)})")
 
     def _sqlite_error(self, exc: sqlite3.Error) -> StoreError:
