@@ -10,7 +10,7 @@
 
     def pipeline(query: str) -> str:
         intake = signal(query)
-        if quiver.decide("route", "smalltalk" if intake["is_small_talk"] else "discovery") == ...
+        if quiver.decide("route", "smalltalk" if intake["is_small_talk"] else "discovery", on=intake) == ...
         for it in quiver.loop("planner", k_max=5):
             ...
 
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the graph and the trace model load when a recording or a de
 from .context import (
     CallRecord,
     Scope,
+    TraceBuilder,
     active_recordings,
     capture_enabled,
     current_builder,
@@ -432,13 +433,29 @@ def child_call(name: str, kind: CallKind, inputs: Any) -> OpenCall:
     return OpenCall.open(name, kind, inputs, ())
 
 
-def decide(gate: str, arm: T) -> T:
+def decide(gate: str, arm: T, *, on: Any = None) -> T:
     """Record that branch ``gate`` took ``arm`` and return ``arm``.
 
-    Inside a node call the decision is stored on that call (``decision[gate] = arm``).
-    Outside any node call it becomes a ``router`` call named ``gate`` whose output is
-    the arm. Call it at every gate: divergence of trajectories (D_shape) is read from
-    these decisions. A gate can be decided once per call.
+    Inside a node call the decision is stored on that call (``decision[gate] = arm``);
+    the call's parents are those of the node. Outside any node call it becomes a
+    ``router`` call named ``gate`` whose output is the arm and whose parent is the call
+    that produced the value decided on: ``on`` (default: the arm itself), found as
+    the graph inference finds parents, by content hash (the latest closed call whose
+    output is that value or holds it as a top-level field; a short label only when
+    one node outputs it)::
+
+        label = classify(text)
+        arm = quiver.decide("route", "escalate" if label["urgent"] else "answer", on=label)
+
+    Without a parent the router would read as the source of the variation it only
+    passes on (a noise origin), and the classifier's fields would not be routing
+    fields. A value no recorded call produced (the pipeline's own inputs, a constant)
+    leaves the router without a parent. Outside a node the decision is attached, not
+    refused: a gate in the pipeline's own code is common, and the value it decides on
+    identifies the call it depends on as well as an enclosing node would.
+
+    Call it at every gate: divergence of trajectories (D_shape) is read from these
+    decisions. A gate can be decided once per call.
     """
     builder = current_builder.get()
     if builder is None:
@@ -446,10 +463,7 @@ def decide(gate: str, arm: T) -> T:
     record = current_call.get()
     value = to_jsonable(arm)
     if record is None:
-        with _ScopedCall(child_call(gate, "router", {"gate": gate})) as call:
-            assert call.record is not None
-            call.record.decision[gate] = value
-            call.output = value
+        _router_call(builder, gate, value, value if on is None else to_jsonable(on))
         return arm
     if gate in record.decision:
         raise InstrumentationError(
@@ -459,6 +473,20 @@ def decide(gate: str, arm: T) -> T:
         )
     record.decision[gate] = value
     return arm
+
+
+def _router_call(builder: TraceBuilder, gate: str, arm: Any, on: Any) -> None:
+    """The ``router`` call of a decision taken outside any node: its parent the call
+    that produced ``on`` (its inputs stay ``{"gate": gate}``, so that its input hash is
+    that of recordings made before parents were found)."""
+    scope = current_scope.get() or builder.root
+    parents = builder._infer_parents({"on": on}, ())
+    record = builder.open_call(
+        gate, "router", scope, inputs={"gate": gate}, loop=current_loop.get(), parents=parents,
+    )
+    with _ScopedCall(OpenCall(record)) as call:
+        record.decision[gate] = arm
+        call.output = arm
 
 
 class _ScopedCall:
