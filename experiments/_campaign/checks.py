@@ -8,11 +8,16 @@ Two rounds, both before the run writes anything to its output folder (no ledger,
   it declares them), every prompt variant is a template that exists and parses, and the
   bundled simulator serves the models the spec names (``llm.model``, an operator's
   ``model``).
-* :func:`check_baseline`, once the baseline is loaded (or recorded): every operator is
-  applied once, dry, to the recorded call of its target in the first baseline trace where
-  that call ran (an output operator to the recorded output, an execution operator's change
-  built and every replacement template checked against the variables the recorded call
-  supplied), and the simulator serves every model the replays call live.
+* :func:`check_baseline`, once the baseline is loaded (or recorded): a perturbation that
+  cannot land on its target's recorded calls is refused (a ``prompt_swap`` whose
+  ``params.template`` none of them renders, a ``categorical_flip`` to a class none of
+  them output without ``allow_unseen: true``, a ``param_change`` where none of them
+  recorded an LLM call: each would replay the target as it was and count what sampling
+  did as its effect); every operator is applied once, dry, to the recorded call of its
+  target in the first baseline trace where that call ran (an output operator to the
+  recorded output, an execution operator's change built and every replacement template
+  checked against the variables the recorded call supplied), and the simulator serves
+  every model the replays call live.
 
 A problem is one :class:`~quiver.SpecError` naming the spec's file and line, the field
 and the perturbation: a mistake that would fail every replay the same way is refused
@@ -314,6 +319,7 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
             continue
         trace, index = found
         call = trace.calls[index]
+        _check_lands(p, i, traces, spot)
         on = f"on the recorded call {p.node}#{p.occurrence} of trace {trace.trace_id}"
         for step in _applied(p):
             try:
@@ -329,6 +335,104 @@ def check_baseline(spec: CampaignSpec, path: Path, traces: Sequence[Trace],
                                 f"after it), which the simulator does not serve (it serves "
                                 f"{', '.join(sorted(served))}); add the module that registers them with "
                                 "@sim_model to llm.simulator.models")
+
+
+# --------------------------------------------------------------------------- landing
+
+
+def _target_calls(traces: Sequence[Trace], p: PerturbationSpec) -> list[tuple[Trace, NodeCall]]:
+    """Every recorded call of the perturbation's target (``node#occurrence``) in the ok
+    baseline traces, with its trace."""
+    return [(t, c) for t in eligible_traces(traces, p.node, p.occurrence)
+            for c in t.calls if c.node == p.node and c.occurrence == p.occurrence]
+
+
+def _with_inner(trace: Trace, call: NodeCall) -> list[NodeCall]:
+    """``call`` and the calls recorded under it (an LLM call it made as a child call)."""
+    inner = call.call_path + "/"
+    return [c for c in trace.calls if c is call or c.call_path.startswith(inner)]
+
+
+def _label(p: PerturbationSpec) -> str:
+    return f"node {p.node!r}" if p.occurrence == 0 else f"call {p.node}#{p.occurrence}"
+
+
+def _check_lands(p: PerturbationSpec, i: int, traces: Sequence[Trace], spot: _Spot) -> None:
+    """Refuse a perturbation that cannot change the target's recorded calls (see the
+    module docstring); ``i`` is its index in the spec."""
+    calls = _target_calls(traces, p)
+    for step in _applied(p):
+        problem, key = None, None
+        if p.op == "prompt_swap" and isinstance(step.get("template"), str):
+            problem, key = _unrendered(step["template"], p, calls), "template"
+        elif p.op == "categorical_flip" and "to" in step and not step.get("allow_unseen"):
+            problem, key = _unseen(step["to"], step.get("field"), p, calls), "to"
+        elif p.op == "param_change":
+            problem = _uncaptured(p, traces, calls)
+        if problem is not None:
+            where: _Where = ("perturbations", i, "params") + ((key,) if key in p.params else ())
+            raise spot.fail(where, f"perturbation {p.id!r}: {problem}")
+
+
+def _unrendered(template: str, p: PerturbationSpec, calls: list[tuple[Trace, NodeCall]]) -> str | None:
+    """Why no recorded call of the target renders ``template`` (None when one does)."""
+    prompts = [c.prompt for t, call in calls for c in _with_inner(t, call)
+               if c.prompt is not None and (c.model is not None or c.response is not None)]
+    rendered = sorted({q.template_id for q in prompts if q.template_id})
+    if template in rendered:
+        return None
+    if rendered:
+        return (f"params.template {template!r} is rendered by no baseline call of {_label(p)}, so the swap would "
+                f"not land; its calls render {', '.join(repr(r) for r in rendered)}")
+    why = ("its calls send raw messages (register the prompt with quiver.template, or format it with a "
+           "ChatPromptTemplate in an instrumented graph, to swap it)" if prompts else "it recorded no LLM call")
+    return f"params.template {template!r} cannot land: {_label(p)} renders no registered template: {why}"
+
+
+def _unseen(to: Any, field: Any, p: PerturbationSpec, calls: list[tuple[Trace, NodeCall]]) -> str | None:
+    """Why ``to`` is a class no recorded output of the target holds in ``field`` (None
+    when one does)."""
+    seen: dict[str, Any] = {}
+    for _, call in calls:
+        value = _field_value(call.output, field)
+        if isinstance(value, (str, bool, int, float)):
+            seen.setdefault(canonical_json(value), value)
+    if canonical_json(to) in seen:
+        return None
+    where = f"{p.node}.{field}" if field else f"the output of {p.node}"
+    classes = ", ".join(repr(v) for v in sorted(seen.values(), key=canonical_json)) or "none"
+    return (f"params.to {to!r} is a class no baseline output holds in {where} (it holds {classes}); flip to one "
+            "of those, or set allow_unseen: true to flip to a class the pipeline never produced")
+
+
+def _field_value(output: Any, field: Any) -> Any:
+    """The value at the dotted ``field`` of ``output`` (the whole output for None); None
+    when it is not there."""
+    value = output
+    for key in str(field).split(".") if field else ():
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _uncaptured(p: PerturbationSpec, traces: Sequence[Trace], calls: list[tuple[Trace, NodeCall]]) -> str | None:
+    """Why no recorded call of the target holds an LLM call to change (None when one does)."""
+    if any(c.model is not None or c.response is not None for t, call in calls for c in _with_inner(t, call)):
+        return None
+    llm_nodes = sorted({_owner(t, c) for t in traces for c in t.calls if c.model is not None or c.response is not None})
+    return (f"param_change on {_label(p)}, whose baseline calls recorded no LLM call (on them or under them), so "
+            "there is no request to change; the nodes whose LLM calls were recorded are "
+            f"{', '.join(llm_nodes) or 'none'}")
+
+
+def _owner(trace: Trace, call: NodeCall) -> str:
+    """The node a recorded LLM call belongs to: its own, or the node of the call it was
+    made in when it is a child ``llm`` call."""
+    if "/" not in call.call_path:
+        return call.node
+    outer = call.call_path.rsplit("/", 1)[0]
+    return next((c.node for c in trace.calls if c.call_path == outer), call.node)
 
 
 def _some_trace_ran(spec: CampaignSpec, traces: Sequence[Trace], served: set[str] | None, spot: _Spot) -> None:

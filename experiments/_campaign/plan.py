@@ -358,6 +358,8 @@ def plan_campaign(run: Any) -> CampaignPlan:
 
     Raises:
         QuiverError: The spec records its baseline first and no recording is there yet.
+        SpecError: A perturbation the run would refuse on its baseline before its first
+            replay (:func:`~quiver.experiments._campaign.checks.check_baseline`).
     """
     spec = run.spec
     if spec.baseline is not None:
@@ -373,7 +375,7 @@ def plan_campaign(run: Any) -> CampaignPlan:
                 "to its traces.jsonl, and plan again"
             )
         source = str(recorded)
-    traces = run.baseline(resume=True)
+    traces = run.checked_baseline(resume=True)  # what the run refuses before its first replay, the plan refuses
     jobs, _, _ = expand_jobs(spec, traces)
     control_ids = [c.id for c in distinct(campaign_controls(spec, traces))]
     plan = plan_jobs(jobs, traces, run.replay_mode(), prices=spec.prices, budget=spec.budget,

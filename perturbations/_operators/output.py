@@ -172,6 +172,8 @@ class BoolFlip(_FieldOperator):
 class CategoricalFlipParams(_FieldParams):
     """Parameters of ``categorical_flip``."""
 
+    omitted_when_none = ("allow_unseen",)
+
     to: Any = None
     """The class to flip to (strategy "value"); giving it selects that strategy."""
     strategy: Literal["value", "logprobs", "next"] | None = None
@@ -179,6 +181,10 @@ class CategoricalFlipParams(_FieldParams):
     class in the recorded token logprobs), "next" (the next declared category, cyclic).
     Default: "value" when `to` is given, else "logprobs" when the recorded logprobs
     offer another class, else "next"."""
+    allow_unseen: bool | None = None
+    """Allow a `to` that no baseline output of the target holds in the field (a campaign
+    refuses one before its first replay otherwise: a misspelt class is no perturbation
+    the pipeline could have seen)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -196,6 +202,8 @@ class CategoricalFlipParams(_FieldParams):
             raise ValueError(f"'to' is only used by strategy 'value'; strategy '{self.strategy}' chooses the class")
         if given and not isinstance(self.to, _SCALARS):
             raise ValueError(f"'to' must be a string, number, boolean or null; got {type(self.to).__name__}")
+        if self.allow_unseen is not None and not given:
+            raise ValueError("'allow_unseen' is only used with 'to' (the class to flip to)")
         return self
 
 

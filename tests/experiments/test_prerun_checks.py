@@ -140,6 +140,28 @@ CASES = {
         "  - {id: bigger, node: classify, op: param_change, params: {model: gpt-4o}}",
         ["perturbations[0].params.model", "perturbation 'bigger'", "'gpt-4o'", "quickstart-classify"],
     ),
+    "prompt_swap of a template the target's calls do not render": (
+        "  - {id: classify-as-draft, node: classify, op: prompt_swap, params: {variant: prompts/terse.txt, "
+        "template: draft}}",
+        ["perturbations[0].params.template", "perturbation 'classify-as-draft'", "params.template 'draft'",
+         "no baseline call of node 'classify'", "its calls render 'classify'"],
+    ),
+    "prompt_swap on a node that makes no LLM call": (
+        "  - {id: normalize-swap, node: normalize, op: prompt_swap, params: {variant: prompts/terse.txt, "
+        "template: classify}}",
+        ["perturbations[0].params.template", "perturbation 'normalize-swap'",
+         "node 'normalize' renders no registered template: it recorded no LLM call"],
+    ),
+    "categorical_flip to a class no baseline output holds": (
+        "  - {id: to-refunds, node: classify, op: categorical_flip, params: {field: category, to: refunds}}",
+        ["perturbations[0].params.to", "perturbation 'to-refunds'", "'refunds' is a class no baseline output holds",
+         "classify.category (it holds 'account', 'billing', 'bug', 'other')", "allow_unseen: true"],
+    ),
+    "param_change on a node that recorded no LLM call": (
+        "  - {id: retrieve-cold, node: retrieve, op: param_change, params: {temperature: 0}}",
+        ["perturbations[0].params", "perturbation 'retrieve-cold'", "param_change on node 'retrieve'",
+         "recorded no LLM call", "the nodes whose LLM calls were recorded are chitchat, classify, draft, review"],
+    ),
 }
 
 
@@ -156,7 +178,30 @@ OTHERS = {
         "  - {id: drop, node: retrieve, op: list_edit, params: {action: remove}, ladder: {count: [1, \"2\"]}}",
         SIMULATOR, None, [':5: perturbations[0].ladder.count: Input should be a valid integer, got "2"'],
     ),
+    "plan of a param_change on a node that recorded no LLM call": (
+        "  - {id: retrieve-cold, node: retrieve, op: param_change, params: {temperature: 0}}", SIMULATOR, "--plan",
+        ["perturbations[0].params", "perturbation 'retrieve-cold'", "param_change on node 'retrieve'"],
+    ),
+    "prompt_swap of a template on a node whose calls send raw messages": (
+        "  - {id: raw-swap, node: classify, op: prompt_swap, params: {variant: prompts/terse.txt, template: classify}}",
+        SIMULATOR, "--raw", ["perturbations[0].params.template", "perturbation 'raw-swap'",
+                             "node 'classify' renders no registered template: its calls send raw messages"],
+    ),
 }
+
+
+def _raw_messages(baseline: Path, tmp: Path) -> Path:
+    """The baseline with the classifier's prompts as raw messages (no template id)."""
+    lines = []
+    for line in baseline.read_text().splitlines():
+        trace = json.loads(line)
+        for call in trace["calls"]:
+            if call["node"] == "classify" and call.get("prompt"):
+                call["prompt"]["template_id"] = call["prompt"]["template_hash"] = None
+        lines.append(json.dumps(trace))
+    raw = tmp / "raw.jsonl"
+    raw.write_text("\n".join(lines) + "\n")
+    return raw
 
 
 @pytest.fixture(scope="module")
@@ -167,10 +212,10 @@ def refusals(baseline: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     cases = {**{name: (p, SIMULATOR, None, expected) for name, (p, expected) in CASES.items()}, **OTHERS}
     for name, (perturbations, llm, candidate, _) in cases.items():
         tmp = tmp_path_factory.mktemp("refused")
-        spec = _spec(tmp, baseline, perturbations, llm=llm)
+        spec = _spec(tmp, _raw_messages(baseline, tmp) if candidate == "--raw" else baseline, perturbations, llm=llm)
         out = tmp / "out"
-        argv = ["run", str(spec)]
-        if candidate is not None:
+        argv = ["run", str(spec)] + (["--plan"] if candidate == "--plan" else [])
+        if candidate is not None and candidate.endswith(".txt"):
             out = tmp / "gate"
             argv = ["gate", str(spec), "--candidate", f"classify={tmp / 'prompts' / candidate}", "--output", str(out)]
         started[name] = (argv, tmp, out, spec, _start(argv, tmp))
@@ -188,6 +233,18 @@ def test_mistake_that_would_fail_every_replay_is_one_line_before_the_first(
         assert part in line, line
     assert f"{spec}:" in line or "--candidate" in line
     assert not (spec.parent / "out").exists()  # a gate writes nothing to the campaign's folder either
+
+
+def test_a_flip_to_an_unseen_class_runs_with_allow_unseen(baseline: Path, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    spec = _spec(tmp_path, baseline, "  - {id: to-refunds, node: classify, op: categorical_flip,\n"
+                                     "     params: {field: category, to: refunds, allow_unseen: true}}\n"
+                                     "  - {id: to-bug, node: classify, op: categorical_flip, params: {field: category, "
+                                     "to: bug}}")
+    proc = quiver_run(["run", str(spec), "--plan"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "to-refunds" in proc.stdout and "to-bug" in proc.stdout
+    print(f"planned in {time.monotonic() - t0:.2f} s")
 
 
 RAISER = '''\
