@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from quiver._canonical import content_hash, to_jsonable
+from quiver._outdir import make_folder, open_output
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, NodeCall, PromptInfo, ToolStep, Trace
 
 from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
@@ -471,8 +472,8 @@ def write_openinference(path: str | os.PathLike[str], traces: Iterable[Trace], *
     """
     spans = export_openinference(traces)
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", encoding="utf-8", newline="\n") as fh:
+    make_folder(p.parent)
+    with open_output(p) as fh:
         if otlp:
             fh.write(json.dumps(to_otlp(spans), ensure_ascii=False) + "\n")
         else:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from quiver._observational import Profile
+from quiver._outdir import make_folder, real_path, write_text
 
 from .markdown import write_report
 
@@ -21,13 +22,14 @@ def write_profile(profile: Profile, out: Path, *, plots: bool = True) -> list[Pa
     Returns:
         The files written, ``profile.json`` first.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    profile_path = out / "profile.json"
-    profile_path.write_text(json.dumps(profile.to_json(), indent=2) + "\n", encoding="utf-8")
+    make_folder(out)
+    profile_path = write_text(out / "profile.json", json.dumps(profile.to_json(), indent=2) + "\n")
     images: list[Path] = []
     if plots:
-        from .plots import write_plots
+        from .plots import PLOT_FILES, write_plots
 
+        for name in PLOT_FILES:  # matplotlib opens its files itself: no link that leaves the folder there
+            real_path(out / name)
         try:
             images = write_plots(profile.plot_data(), out)
         except ImportError as exc:  # matplotlib is optional

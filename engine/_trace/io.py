@@ -13,7 +13,6 @@ byte-stable: reading a file this module wrote and writing it again gives the sam
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 
 from quiver._canonical import dumps_line
 from quiver._errors import QuiverError, TraceFormatError
+from quiver._outdir import make_folder, open_output
 
 from .model import SCHEMA_VERSION, Trace, call_graph_problems, printable
 from .redact import Redactor
@@ -73,13 +73,6 @@ def trace_to_line(trace: Trace, redactor: Redactor | None = None) -> str:
     if redactor is not None:
         data = redactor.data(data)
     return dumps_line(data)
-
-
-def _open_text(path: Path, mode: str) -> IO[str]:
-    if path.suffix == ".gz":
-        raw: IO[bytes] = gzip.open(path, mode + "b")  # type: ignore[assignment]
-        return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-    return open(path, mode, encoding="utf-8", newline="\n")
 
 
 # --------------------------------------------------------------------------- reading
@@ -385,7 +378,10 @@ def read_corpus(
 
 
 class TraceWriter:
-    """Append traces to a JSONL file, one line each, flushed as written.
+    """Append traces to a JSONL file, one line each, flushed as written. The file is
+    opened as every file of an output folder is (:func:`quiver._outdir.open_output`: no
+    link followed out of the folder); a write the disk refuses is an
+    :class:`~quiver._errors.OutputError` naming the file.
 
     Args:
         path: The file; ``.gz`` compresses.
@@ -404,23 +400,35 @@ class TraceWriter:
         fsync: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
         self._redactor = redactor
         self._fsync = fsync
-        self._fh = _open_text(self.path, "a" if append else "w")
+        self._file = open_output(self.path, append=append)
+        self._gz = gzip.GzipFile(fileobj=self._file, mode="ab" if append else "wb") \
+            if self.path.suffix == ".gz" else None
         self.count = 0
 
     def write(self, trace: Trace) -> None:
         """Write one trace and flush it."""
-        self._fh.write(trace_to_line(trace, self._redactor) + "\n")
-        self._fh.flush()
-        if self._fsync and self.path.suffix != ".gz":
-            os.fsync(self._fh.fileno())
+        line = (trace_to_line(trace, self._redactor) + "\n").encode("utf-8")
+        if self._gz is not None:
+            self._gz.write(line)
+            self._gz.flush()
+        else:
+            self._file.write(line)
+            if self._fsync:
+                self._file.sync()
+            else:
+                self._file.flush()
         self.count += 1
 
     def close(self) -> None:
         """Close the file."""
-        self._fh.close()
+        try:
+            if self._gz is not None:
+                self._gz.close()
+        finally:
+            self._file.close()
 
     def __enter__(self) -> TraceWriter:
         return self

@@ -33,7 +33,9 @@ block by block, in job order, as the blocks fill (see
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import shlex
 import sqlite3
 import threading
@@ -42,7 +44,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from quiver._errors import QuiverError
+from quiver._errors import OutputError, QuiverError
+from quiver._outdir import WRITE_ERRNOS, check_database, make_folder, write_error
 
 __all__ = ["Ledger", "LedgerError", "REPLAY_KEYS", "replay_failed"]
 
@@ -76,13 +79,18 @@ _MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
 
 _DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_MISMATCH", "SQLITE_RANGE"}
+_REFUSED = (("SQLITE_FULL", errno.ENOSPC), ("SQLITE_READONLY", errno.EROFS), ("SQLITE_IOERR", errno.EIO),
+            ("SQLITE_CANTOPEN", errno.EACCES))
+"""SQLite's errors (extended codes included) that are the disk refusing a write, as the
+system's error numbers."""
 _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 
 
 class LedgerError(QuiverError):
     """A campaign ledger that cannot be read or written: damaged (truncated, bytes
-    flipped, header overwritten, a row that is not a replay), in use by another run, or
-    on a disk that refuses it. The message names the file and the way out.
+    flipped, header overwritten, a row that is not a replay), or in use by another run
+    (a disk that refuses a write is an :class:`~quiver._errors.OutputError`). The message
+    names the file and the way out.
 
     Attributes:
         path: The ledger file.
@@ -124,7 +132,8 @@ class Ledger:
     def __init__(self, path: str | Path, *, resume: str = "quiver run SPEC --resume") -> None:
         self.path = Path(path)
         self.resume = resume
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
+        check_database(self.path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         try:
@@ -139,7 +148,9 @@ class Ledger:
     @contextlib.contextmanager
     def _guard(self, job_id: str | None = None) -> Iterator[None]:
         """Turn what SQLite, the JSON decoder or a row without its keys raise into one
-        :class:`LedgerError` (``job_id``: the row being read, named in the message)."""
+        :class:`LedgerError` (``job_id``: the row being read, named in the message); a
+        disk that refuses a write (full, read-only, failing) into an
+        :class:`~quiver._errors.OutputError`, which the command completes with the way out."""
         where = f"the row of job {job_id!r}: " if job_id is not None else ""
         try:
             yield
@@ -148,6 +159,8 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._sqlite_error(exc, where) from None
         except OSError as exc:
+            if exc.errno in WRITE_ERRNOS:
+                raise write_error(exc, self.path) from None
             raise LedgerError(self.path, f"cannot be opened ({exc.strerror or type(exc).__name__})",
                               "check the path and its permissions, then resume") from None
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
@@ -163,9 +176,13 @@ class Ledger:
             "the replays it held are run again",
         )
 
-    def _sqlite_error(self, exc: sqlite3.Error, where: str) -> LedgerError:
+    def _sqlite_error(self, exc: sqlite3.Error, where: str) -> QuiverError:
         name = getattr(exc, "sqlite_errorname", "")
         reason = f"{where}{_first_line(exc)}"
+        refused = next((code for prefix, code in _REFUSED if name.startswith(prefix)), None)
+        if refused is not None:  # the disk's refusal: the command says what it kept and the way out
+            return OutputError(f"cannot write {self.path}: {os.strerror(refused)} (SQLite: {reason})",
+                               path=str(self.path), errno=refused)
         if name in _BUSY or "locked" in reason:
             return LedgerError(self.path, f"in use ({reason})",
                                "another `quiver run` is writing to this folder: wait for it, or use another "
@@ -363,7 +380,9 @@ class Ledger:
                 changed = db.total_changes - before
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite rolls back itself on some errors (a full disk)
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
                 raise
         return int(changed)
 

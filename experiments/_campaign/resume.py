@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from quiver._errors import QuiverError
+from quiver._outdir import write_text
 from quiver._trace import Trace
 from quiver.replay import ReplayJob
 
@@ -185,10 +185,8 @@ def mark_finished(out: Path, jobs: Sequence[ReplayJob], identities: dict[str, di
     """Write :data:`FINISHED` (last, after every result file), naming ``files`` (relative
     to ``out``) with their digests."""
     digests = _digests(out, files) or {}
-    tmp = out / (FINISHED + ".tmp")
-    tmp.write_text(json.dumps({"replays": len(jobs), "campaign": _what(jobs, identities), "files": digests},
-                              sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, out / FINISHED)
+    write_text(out / FINISHED, json.dumps({"replays": len(jobs), "campaign": _what(jobs, identities),
+                                           "files": digests}, sort_keys=True) + "\n")
 
 
 def unmark_finished(out: Path) -> None:

@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver attribute``; return the exit code."""
+    from quiver._outdir import OutputFolder, mark_folder, output_errors
     from quiver._trace import read_corpus
     from quiver._yamlspec import load_spec
     from quiver.experiments._attribute import attribute, write_attribution
@@ -60,10 +61,13 @@ def command(args: argparse.Namespace) -> int:
     spec = load_spec(RecordSpec, args.spec)
     traces, skipped = read_corpus([args.traces], lambda m: print(f"quiver attribute: warning: {m}", file=sys.stderr))
     fn = load_pipeline(spec.pipeline, args.spec.parent)
-    with open_llm(spec.llm, args.spec.parent) as client:
-        result = attribute(traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
-                           seed=spec.seed, concurrency=spec.concurrency)
-    js, md = write_attribution(result, args.out)
+    with output_errors(args.out, "nothing is kept to resume", "run it again"), \
+            OutputFolder(args.out, "attribute", flag="--out"):
+        with open_llm(spec.llm, args.spec.parent) as client:
+            result = attribute(traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
+                               seed=spec.seed, concurrency=spec.concurrency)
+        mark_folder(args.out, "attribute")
+        js, md = write_attribution(result, args.out)
     print(f"{result.reproduced} traces reproduced frozen, {len(result.not_reproduced)} did not; "
           f"LLM calls by condition: {result.llm_calls}")
     print(f"attribution: {js}\nreport: {md}")

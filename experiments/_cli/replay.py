@@ -159,13 +159,25 @@ def command(args: argparse.Namespace) -> int:
     if overlap:
         raise QuiverError(f"node(s) {', '.join(sorted(overlap))} cannot be both --live-node and --frozen-node")
     mode = ReplayMode(live_nodes=tuple(args.live_node), frozen_nodes=tuple(args.frozen_node)).unfreeze(*args.live)
-    with _setup(args) as (fn, client, base, redactor):
+    with _held(args.out), _setup(args) as (fn, client, base, redactor):
         graph = _graph(args)
         if args.op is None:
             code = _check(args, traces, fn, client, mode, graph, redactor)
         else:
             code = _perturb(args, traces, fn, client, mode, graph, base, params, redactor)
     return max(code, EXIT_PROBLEMS) if skipped else code
+
+
+@contextlib.contextmanager
+def _held(out: Path | None) -> Iterator[None]:
+    """The ``--out`` folder held while the command runs (:class:`~quiver._outdir.OutputFolder`)."""
+    if out is None:
+        yield
+        return
+    from quiver._outdir import OutputFolder, output_errors
+
+    with output_errors(out, "nothing is kept to resume", "run it again"), OutputFolder(out, "replay", flag="--out"):
+        yield
 
 
 def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Callable[[Trace, int], Any]) -> list[Any]:
@@ -196,6 +208,7 @@ def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None, redactor: Redactor,
 ) -> int:
+    from quiver._outdir import mark_folder, write_text
     from quiver._trace import TraceWriter
     from quiver.replay import Replayer
 
@@ -216,7 +229,7 @@ def _check(
         f"({what}; {sum(r.served_calls for r in results)} calls served, {live} LLM calls made)"
     )
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
+        mark_folder(args.out, "replay")
         with TraceWriter(args.out / "replayed.jsonl", redactor=redactor) as writer:
             for r in results:
                 writer.write(r.trace)
@@ -228,7 +241,7 @@ def _check(
                 for r in diverged
             ],
         }
-        (args.out / "check.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_text(args.out / "check.json", json.dumps(report, indent=2) + "\n")
         print(f"replayed traces: {args.out / 'replayed.jsonl'}\nreport: {args.out / 'check.json'}")
     return EXIT_PROBLEMS if diverged else EXIT_OK
 
@@ -238,6 +251,7 @@ def _perturb(
     graph: PipelineGraph | None, base: Path, params: dict[str, Any], redactor: Redactor,
 ) -> int:
     from quiver._interventional import pair_results
+    from quiver._outdir import mark_folder, write_text
     from quiver.perturbations import make_operator
     from quiver.replay import Replayer, Target, sample_ids
 
@@ -285,12 +299,8 @@ def _perturb(
         f"{len(effective)} effective pair(s); {summary['llm_calls_per_pair']} LLM calls per pair"
     )
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        tmp = args.out / "pairs.jsonl.tmp"
-        with tmp.open("w", encoding="utf-8") as fh:
-            for p in pairs:
-                fh.write(redactor.encode(p.to_json())[1] + "\n")
-        os.replace(tmp, args.out / "pairs.jsonl")
-        (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        mark_folder(args.out, "replay")
+        write_text(args.out / "pairs.jsonl", "".join(redactor.encode(p.to_json())[1] + "\n" for p in pairs))
+        write_text(args.out / "summary.json", json.dumps(summary, indent=2) + "\n")
         print(f"pairs: {args.out / 'pairs.jsonl'}\nsummary: {args.out / 'summary.json'}")
     return EXIT_PROBLEMS if status.get("failed") or status.get("diverged") else EXIT_OK

@@ -58,6 +58,7 @@ def rebuild(folder: Path) -> list[Path]:
 
 
 def _rebuild(folder: Path, kind: str) -> list[Path]:
+    from quiver._outdir import write_text
     from quiver._report import PLOT_FILES, campaign_markdown, read_json, write_html, write_report
 
     written: list[Path] = []
@@ -65,9 +66,7 @@ def _rebuild(folder: Path, kind: str) -> list[Path]:
         from quiver.experiments._gate import gate_markdown
 
         data = read_json(folder / "gate.json")
-        path = folder / "gate.md"
-        path.write_text(gate_markdown(data), encoding="utf-8")
-        return [path, write_html(folder, "gate")]
+        return [write_text(folder / "gate.md", gate_markdown(data)), write_html(folder, "gate")]
     if kind == "campaign":
         obs = folder / "observational"
         observational = ""
@@ -76,8 +75,7 @@ def _rebuild(folder: Path, kind: str) -> list[Path]:
             written += [write_report(profile, obs, images=[n for n in PLOT_FILES if (obs / n).is_file()]),
                         write_html(obs, "analysis")]
             observational = (obs / "report.md").read_text(encoding="utf-8")
-        path = folder / "report.md"
-        path.write_text(campaign_markdown(read_json(folder / "campaign.json"), observational), encoding="utf-8")
+        path = write_text(folder / "report.md", campaign_markdown(read_json(folder / "campaign.json"), observational))
         return [*written, path, write_html(folder, "campaign")]
     profile = read_json(folder / "profile.json")
     return [write_report(profile, folder, images=[n for n in PLOT_FILES if (folder / n).is_file()]),
