@@ -5,9 +5,12 @@
 * ``adaptive``: its section on adaptive ladders and their dose-response curves;
 * ``plots``: ratio distributions, the sigma matrix and the graph;
 * ``profile``: an observational profile written out (json, report, plots);
-* ``html``, ``pages``, ``svg``, ``summary``: ``report.html``, one self-contained page
-  per campaign, analysis or gate folder, and the summary rows it shares with the
-  Markdown.
+* ``html``, ``pages``, ``svg``, ``curve``, ``summary``: ``report.html``, one
+  self-contained page per campaign, analysis or gate folder, and the summary rows it
+  shares with the Markdown;
+* ``markup``: the one way text from data enters a page or a Markdown report (escaped
+  HTML and SVG elements, assemblers that refuse unescaped text, Markdown code spans and
+  escaped text, names shortened for charts).
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._stats import DASH, Estimate, fmt, fmt_n
 
-from . import svg
+from . import curve
 from .markdown import _table, fmt_est
+from .markup import Markup, md_code, md_text
 
 if TYPE_CHECKING:
     from quiver._interventional import AdaptiveEstimates, CampaignEstimates, DoseResponse, PerturbationEstimates
@@ -112,7 +113,7 @@ def _onset(a: AdaptiveEstimates, d: DoseResponse) -> str:
 
 
 def _note(d: DoseResponse) -> str:
-    notes = [d.reason] if d.reason else []
+    notes = [md_text(d.reason)] if d.reason else []
     if d.midpoint.value is not None and d.midpoint.ci is None:
         notes.append(f"no midpoint interval: defined in {fmt(d.defined)} of the resamples (under 0.950)")
     return "; ".join(notes)
@@ -144,7 +145,7 @@ def _known(a: AdaptiveEstimates, known: Mapping[str, Any]) -> str:
 def _round_row(a: AdaptiveEstimates, r: RoundPlan) -> list[str]:
     integer = _integer(a)
     added = ", ".join(f"{fmt_dose(x, integer=integer)} ({fmt_n(n)})" for x, n in r.add) or DASH
-    reason = "; ".join(x for x in (r.reason, f"stop: {r.stop}" if r.stop else "") if x) or DASH
+    reason = "; ".join(md_text(x) for x in (r.reason, f"stop: {r.stop}" if r.stop else "") if x) or DASH
     return [str(r.round), added, reason, _known(a, r.known)]
 
 
@@ -160,14 +161,14 @@ def _points(a: AdaptiveEstimates, d: DoseResponse) -> list[str]:
              DASH if x.band is None else f"[{fmt(x.band[0], signed=True)}, {fmt(x.band[1], signed=True)}]",
              "yes" if x.qualifies else "no"]
             for x in d.points]
-    headers = [d.param, "n", "inputs", "events", "excess [95% CI]", "fit", "band", "qualifies"]
+    headers = [md_text(d.param), "n", "inputs", "events", "excess [95% CI]", "fit", "band", "qualifies"]
     return _table(headers, rows, "rrrrrrrl")
 
 
 def _settings(a: AdaptiveEstimates) -> str:
     s, integer = a.settings, _integer(a)
     added = sum(1 for r in a.rounds if r.add)
-    stopped = f"stopped: {a.stopped}" if a.stopped else "the search did not finish"
+    stopped = f"stopped: {md_text(a.stopped)}" if a.stopped else "the search did not finish"
     return (f"Resolution {fmt_dose(s.get('resolution'), integer=integer)}; {fmt_n(a.replays)} replays of at most "
             f"{_count(s.get('max_replays'))} over {fmt_n(len(a.levels))} levels in {fmt_n(added)} round(s); "
             f"{stopped}.")
@@ -175,16 +176,17 @@ def _settings(a: AdaptiveEstimates) -> str:
 
 def _perturbation(p: PerturbationEstimates, a: AdaptiveEstimates) -> list[str]:
     s, integer = a.settings, _integer(a)
-    lines = [f"### `{p.id}`: {a.beta_shape.param} of {p.op} at {p.node}, over "
+    lines = [f"### {md_code(p.id)}: {md_text(a.beta_shape.param)} of {md_text(p.op)} at {md_text(p.node)}, over "
              f"[{fmt_dose(s.get('lo'), integer=integer)}, {fmt_dose(s.get('hi'), integer=integer)}]", "",
              _settings(a), ""]
-    lines += _summary(a) + ["", f"`{p.id}` rounds:", ""] + _rounds(a) + [""]
+    lines += _summary(a) + ["", f"{md_code(p.id)} rounds:", ""] + _rounds(a) + [""]
     for key, event in _CURVES:
         if key == "beta_iter" and _same_curve(a):
-            lines += [f"`{p.id}` beta_iter curve ({event} excess over controls): the same as beta_shape's, level for "
-                      "level.", ""]
+            lines += [f"{md_code(p.id)} beta_iter curve ({event} excess over controls): the same as beta_shape's, "
+                      "level for level.", ""]
             continue
-        lines += [f"`{p.id}` {key} curve ({event} excess over controls):", ""] + _points(a, _curve(a, key)) + [""]
+        lines += [f"{md_code(p.id)} {key} curve ({event} excess over controls):", ""] + _points(a, _curve(a, key))
+        lines += [""]
     return lines
 
 
@@ -213,22 +215,22 @@ def adaptive_section(c: CampaignEstimates) -> list[str]:
 # --------------------------------------------------------------------------- the curves
 
 
-def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str) -> str:
+def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str) -> Markup:
     d, integer = _curve(a, key), _integer(a)
-    levels = [svg.Level(x.level, f"{d.param} {fmt_dose(x.level, integer=integer)}", x.n, x.excess.value,
+    levels = [curve.Level(x.level, f"{d.param} {fmt_dose(x.level, integer=integer)}", x.n, x.excess.value,
                         x.excess.ci[0] if x.excess.ci else None, x.excess.ci[1] if x.excess.ci else None, x.fit,
                         x.band, x.qualifies) for x in d.points]
     onset = None
     if d.onset is not None:
-        onset = svg.Marker(d.onset, f"onset {fmt_dose(d.onset, integer=integer)}",
+        onset = curve.Marker(d.onset, f"onset {fmt_dose(d.onset, integer=integer)}",
                            (low, d.onset) if (low := _below(a, d.onset, d.below)) is not None else None)
     midpoint = None
     if d.midpoint.value is not None:
-        midpoint = svg.Marker(d.midpoint.value, f"midpoint {fmt(d.midpoint.value)}", d.midpoint.ci)
+        midpoint = curve.Marker(d.midpoint.value, f"midpoint {fmt(d.midpoint.value)}", d.midpoint.ci)
     half = d.plateau.value / 2 if d.plateau.value is not None and d.plateau.value > 0 else None
     lo, hi = _real(a.settings.get("lo")), _real(a.settings.get("hi"))
     span = (lo, hi) if lo is not None and hi is not None else None
-    return svg.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
+    return curve.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
                           x_label=f"{d.param} (the dose of {p.op} at {p.node})",
                           y_label=f"excess {event} rate over controls", onset=onset, midpoint=midpoint, half=half,
                           x_range=span, whole=integer)
@@ -243,7 +245,7 @@ def _caption(a: AdaptiveEstimates, d: DoseResponse) -> str:
             f"{_est(d.plateau, signed=True)}.")
 
 
-def adaptive_charts(c: CampaignEstimates) -> list[tuple[str, str]]:
+def adaptive_charts(c: CampaignEstimates) -> list[tuple[Markup, str]]:
     """``(svg, caption)`` of every adaptive ladder's curves: D_shape's, and D_iter's when
     it is not the same curve."""
     out = []

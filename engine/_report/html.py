@@ -22,20 +22,23 @@ programs that read the page.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from quiver._errors import QuiverError
+from quiver._outdir import write_text
+
+from .markup import Markup, breakable, element, markup_only
 
 __all__ = ["HTML_FILE", "detect", "read_json", "write_html", "page", "markdown_html", "cell", "details"]
 
 HTML_FILE = "report.html"
 
-_CSS = """
+_CSS = Markup("""
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:18px 28px;
 color:#222;line-height:1.45}
 h1{font-size:1.55em;margin:.2em 0 .3em}h2{font-size:1.2em;margin:1.4em 0 .5em;border-bottom:1px solid #ddd}
@@ -45,6 +48,7 @@ th,td{border:1px solid #d0d0d0;padding:3px 7px;vertical-align:top}th{background:
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.bad td{background:#fdecea}tr.bad td:first-child{border-left:4px solid #b2182b}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:.92em}
+td,th,li,p,h2,h3,summary,figcaption,code{overflow-wrap:break-word}
 details{margin:.35em 0;border:1px solid #e0e0e0;border-radius:4px;padding:.3em .7em}
 summary{cursor:pointer;font-weight:600}
 .plots{display:flex;flex-wrap:wrap;gap:14px 26px;align-items:flex-start}
@@ -52,37 +56,53 @@ figure{margin:0}figcaption{font-size:.82em;color:#555;max-width:640px}
 svg.plot,img.plot{max-width:100%;height:auto}
 .lead{font-size:1.02em}.muted{color:#666;font-size:.88em}
 .verdict-pass{color:#1a7f37}.verdict-fail{color:#b2182b}
-"""
+""")
 
 
-def page(title: str, body: Iterable[str]) -> str:
-    """A whole page: ``title`` in ``<title>`` and ``<h1>``, then ``body``."""
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
-            f"<h1>{escape(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n")
+def page(title: str, body: Iterable[Markup]) -> str:
+    """A whole page: ``title`` (text) in ``<title>`` and ``<h1>``, then ``body``.
+
+    Raises:
+        TypeError: A part of ``body`` is a plain ``str``, not :class:`Markup`.
+    """
+    parts = markup_only(body, "page()")
+    head = Markup('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                  '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                  "<title>{}</title><style>{}</style></head><body>\n<h1>{}</h1>\n").format(title, _CSS, title)
+    return head + Markup("\n").join(parts) + Markup("\n</body></html>\n")
 
 
 def cell(text: object, *, field: str | None = None, value: Any = None, num: bool = False,
-         extra: Mapping[str, Any] | None = None, title: str | None = None) -> str:
+         extra: Mapping[str, Any] | None = None, title: str | None = None) -> Markup:
     """A ``<td>``; ``field`` and ``value`` become ``data-field`` / ``data-value`` (JSON),
     ``extra`` more ``data-`` attributes, ``title`` a tooltip."""
-    attrs = ' class="num"' if num else ""
-    if title:
-        attrs += f' title="{escape(title, quote=True)}"'
+    attrs: dict[str, object] = {"class": "num" if num else None, "title": title or None}
     if field is not None:
-        attrs += f' data-field="{escape(field)}" data-value="{escape(json.dumps(value), quote=True)}"'
+        attrs.update({"data-field": field, "data-value": json.dumps(value)})
     for k, v in (extra or {}).items():
-        attrs += f' data-{escape(k)}="{escape(json.dumps(v), quote=True)}"'
-    return f"<td{attrs}>{escape(str(text))}</td>"
+        attrs[f"data-{_data_name(k)}"] = json.dumps(v)
+    return element("td", text, attrs=attrs)
 
 
-def details(title: str, inner: Iterable[str], *, open_: bool = False) -> str:
-    return (f"<details{' open' if open_ else ''}><summary>{escape(title)}</summary>\n" + "\n".join(inner)
-            + "\n</details>")
+def _data_name(key: str) -> str:
+    """A ``data-`` attribute's name from a key of the code (``by-reason``), never data."""
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", key):
+        raise ValueError(f"not a data attribute name: {key!r}")
+    return key
 
 
-def png_img(path: Path, alt: str) -> str | None:
+def details(title: str, inner: Iterable[Markup], *, open_: bool = False) -> Markup:
+    """A ``<details>`` with ``title`` (text) as its summary.
+
+    Raises:
+        TypeError: A part of ``inner`` is a plain ``str``, not :class:`Markup`.
+    """
+    parts = markup_only(inner, "details()")
+    return Markup("<details{}><summary>{}</summary>\n{}\n</details>").format(
+        Markup(" open") if open_ else Markup(""), title, Markup("\n").join(parts))
+
+
+def png_img(path: Path, alt: str) -> Markup | None:
     """An ``<img>`` with the PNG at ``path`` inline (None when there is no such file)."""
     try:
         data = path.read_bytes()
@@ -90,25 +110,98 @@ def png_img(path: Path, alt: str) -> str | None:
         return None
     if not data.startswith(b"\x89PNG"):
         return None
-    return (f'<img class="plot" data-plot="{escape(path.stem)}" alt="{escape(alt, quote=True)}" '
-            f'src="data:image/png;base64,{base64.b64encode(data).decode("ascii")}">')
+    return element("img", class_="plot", data_plot=path.stem, alt=alt,
+                   src="data:image/png;base64," + base64.b64encode(data).decode("ascii"))
 
 
 # --------------------------------------------------------------------------- Markdown
 
 
-_INLINE = [
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
-    (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
-    (re.compile(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])"), r"<em>\1</em>"),
-]
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_STRONG = re.compile(r"\*\*([^*]+)\*\*")
+_EM = re.compile(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])")
+_HOLD = "\x00"
 
 
-def _inline(text: str) -> str:
-    out = escape(text, quote=False)
-    for pattern, repl in _INLINE:
-        out = pattern.sub(repl, out)
-    return out
+def _backtick_run(text: str, i: int) -> int:
+    j = i
+    while j < len(text) and text[j] == "`":
+        j += 1
+    return j - i
+
+
+def _closing(text: str, start: int, run: int) -> int:
+    """Where the run of exactly ``run`` backticks that closes a code span begins (-1: none)."""
+    i = text.find("`", start)
+    while i >= 0:
+        n = _backtick_run(text, i)
+        if n == run:
+            return i
+        i = text.find("`", i + n)
+    return -1
+
+
+def _code(content: str) -> Markup:
+    content = content.replace("\n", " ")
+    if len(content) >= 2 and content[0] == content[-1] == " " and content.strip(" "):
+        content = content[1:-1]
+    return element("code", content)
+
+
+def _inline(text: str) -> Markup:
+    """A line of the reports' Markdown as HTML: code spans (any fence, as CommonMark reads
+    them), backslash escapes, entities, bold and italics; everything else escaped."""
+    text = text.replace(_HOLD, "\ufffd")
+    out: list[Markup] = []
+    i = plain = 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in _PUNCTUATION:
+            i += 2
+        elif text[i] == "`":
+            run = _backtick_run(text, i)
+            end = _closing(text, i + run, run)
+            if end < 0:
+                i += run
+                continue
+            out += [_plain(text[plain:i]), _code(text[i + run:end])]
+            i = plain = end + run
+        else:
+            i += 1
+    out.append(_plain(text[plain:]))
+    return Markup("").join(out)
+
+
+def _plain(text: str) -> Markup:
+    """Text outside code spans: its backslash escapes held apart while bold and italics
+    are found, then every character escaped."""
+    held: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        held.append(m.group(1))
+        return f"{_HOLD}{len(held) - 1}{_HOLD}"
+
+    return _emphasis(re.sub(r"\\([!-/:-@\[-`{-~])", hold, text), held)
+
+
+def _emphasis(text: str, held: list[str]) -> Markup:
+    """Bold, then italics inside and around it, then the text."""
+    return _spans(text, _STRONG, "strong", lambda bold: _spans(bold, _EM, "em", lambda rest: _text(rest, held)))
+
+
+def _spans(text: str, pattern: re.Pattern[str], tag: str, inner: Callable[[str], Markup]) -> Markup:
+    """Each match of ``pattern`` in ``text`` as a ``tag`` element, ``inner`` around and in them."""
+    out: list[Markup] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        out += [inner(text[pos:m.start()]), element(tag, inner(m.group(1)))]
+        pos = m.end()
+    return Markup("").join([*out, inner(text[pos:])])
+
+
+def _text(text: str, held: list[str]) -> Markup:
+    text = _ENTITY.sub(lambda m: html.unescape(m.group(0)), text)
+    return breakable(re.sub(f"{_HOLD}([0-9]+){_HOLD}", lambda m: held[int(m.group(1))], text))
 
 
 def _cells(line: str) -> list[str]:
@@ -116,21 +209,23 @@ def _cells(line: str) -> list[str]:
     return [p.strip().replace("\\|", "|") for p in parts]
 
 
-def _md_table(lines: Sequence[str]) -> str:
+def _md_table(lines: Sequence[str]) -> Markup:
     head, rule, rows = _cells(lines[0]), _cells(lines[1]), [_cells(x) for x in lines[2:]]
     right = [r.endswith(":") for r in rule]
-    out = ["<table><thead><tr>" + "".join(f"<th>{_inline(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    out = [Markup("<table><thead><tr>"), Markup("").join(element("th", _inline(h)) for h in head),
+           Markup("</tr></thead><tbody>")]
     for row in rows:
-        tds = [f'<td class="num">{_inline(c)}</td>' if i < len(right) and right[i] else f"<td>{_inline(c)}</td>"
+        tds = [element("td", _inline(c), class_="num" if i < len(right) and right[i] else None)
                for i, c in enumerate(row)]
-        out.append("<tr>" + "".join(tds) + "</tr>")
-    return "".join(out) + "</tbody></table>"
+        out.append(element("tr", Markup("").join(tds)))
+    return Markup("").join(out) + Markup("</tbody></table>")
 
 
-def markdown_html(md: str, *, images: bool = False) -> str:
+def markdown_html(md: str, *, images: bool = False) -> Markup:
     """The Markdown the reports write (headings, tables, lists, quotes, paragraphs,
-    code spans, bold, italics) as HTML; image links left out unless ``images``."""
-    out: list[str] = []
+    code spans, bold, italics) as HTML, every character of the text escaped; image links
+    left out unless ``images``."""
+    out: list[Markup] = []
     lines = md.splitlines()
     i = 0
     while i < len(lines):
@@ -139,32 +234,32 @@ def markdown_html(md: str, *, images: bool = False) -> str:
             i += 1
         elif line.startswith("#"):
             level = min(6, len(line) - len(line.lstrip("#")) + 1)
-            out.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+            out.append(element(f"h{level}", _inline(line.lstrip("#").strip())))
             i += 1
         elif line.startswith("|"):
             j = i
             while j < len(lines) and lines[j].startswith("|"):
                 j += 1
-            out.append(_md_table(lines[i:j]) if j - i >= 2 else f"<p>{_inline(line)}</p>")
+            out.append(_md_table(lines[i:j]) if j - i >= 2 else element("p", _inline(line)))
             i = j
         elif line.startswith("- "):
             j = i
             while j < len(lines) and lines[j].startswith("- "):
                 j += 1
-            out.append("<ul>" + "".join(f"<li>{_inline(x[2:])}</li>" for x in lines[i:j]) + "</ul>")
+            out.append(element("ul", Markup("").join(element("li", _inline(x[2:])) for x in lines[i:j])))
             i = j
         elif line.startswith("!["):
             i += 1
             if images:
-                out.append(f"<p>{_inline(line)}</p>")
+                out.append(element("p", _inline(line)))
         else:
             j = i
             while j < len(lines) and lines[j].strip() and not lines[j].startswith(("#", "|", "- ", "![")):
                 j += 1
             text = " ".join(x.lstrip("> ").strip() for x in lines[i:j])
-            out.append(f"<p>{_inline(text)}</p>")
+            out.append(element("p", _inline(text)))
             i = j
-    return "\n".join(out)
+    return Markup("\n").join(out)
 
 
 def md_sections(md: str) -> list[tuple[str, str]]:
@@ -178,7 +273,7 @@ def md_sections(md: str) -> list[tuple[str, str]]:
     return out
 
 
-def folded(md: str, *, prefix: str = "") -> list[str]:
+def folded(md: str, *, prefix: str = "") -> list[Markup]:
     """Every ``## `` section of ``md`` folded in a ``<details>``."""
     return [details(prefix + title, [markdown_html(text)]) for title, text in md_sections(md)]
 
@@ -241,9 +336,7 @@ def write_html(folder: str | Path, kind: str | None = None, *, files: Sequence[t
         raise QuiverError(f"{out / source}: not as the command that writes it writes it ({type(exc).__name__}: "
                           f"{str(exc)[:200]}); write it again with that command") from None
     path = out / HTML_FILE
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, text)
     return path
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,22 @@ from . import svg
 from .adaptive import adaptive_charts
 from .html import cell, details, folded, markdown_html, page, png_img
 from .markdown import graph_edges, graph_nodes, render_report
+from .markup import Markup, element
 from .summary import SummaryRow, control_replay_count, summary_rows
 
 __all__ = ["campaign_page", "analysis_page", "gate_page"]
 
 
-def _figure(chart: str, caption: str) -> str:
-    return f"<figure>{chart}<figcaption>{escape(caption)}</figcaption></figure>"
+def _figure(chart: Markup, caption: str) -> Markup:
+    return element("figure", chart, element("figcaption", caption))
+
+
+def _plots(figures: Sequence[Markup]) -> Markup:
+    return element("div", Markup("").join(figures), class_="plots")
+
+
+def _head_row(head: Sequence[str]) -> Markup:
+    return element("thead", element("tr", Markup("").join(element("th", h) for h in head)))
 
 
 def _num(x: Any) -> float | None:
@@ -50,7 +58,7 @@ def _inferred(profile: Mapping[str, Any]) -> tuple[set[str], set[tuple[str, str]
     return {str(n) for n in info.get("inferred_nodes") or []}, listed, every
 
 
-def graph_svg(profile: Mapping[str, Any], name: str = "graph") -> str:
+def graph_svg(profile: Mapping[str, Any], name: str = "graph") -> Markup:
     """The pipeline graph of a profile: amplifying edges, bifurcation sources and what was
     inferred marked."""
     nodes = graph_nodes(profile)
@@ -68,7 +76,7 @@ def graph_svg(profile: Mapping[str, Any], name: str = "graph") -> str:
                      loop=body)
 
 
-def sigma_svg(profile: Mapping[str, Any]) -> str:
+def sigma_svg(profile: Mapping[str, Any]) -> Markup:
     """The observational Sigma matrix, sigma written in every edge's cell."""
     nodes = graph_nodes(profile)
     values: dict[tuple[str, str], float | None] = {}
@@ -107,10 +115,10 @@ def _failures_text(r: SummaryRow) -> str:
     return f"{r.failures.count} ({reasons})" if reasons else str(r.failures.count)
 
 
-def _summary_table(rows: Sequence[SummaryRow]) -> str:
+def _summary_table(rows: Sequence[SummaryRow]) -> Markup:
     head = ["perturbation", "node", "op", "pairs", "effective", "no-op", "failed",
             "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
-    out = ['<table id="summary"><thead><tr>' + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    out = []
     for r in rows:
         bad = r.passed is False or r.failures.count > 0
         e = r.excess
@@ -130,12 +138,11 @@ def _summary_table(rows: Sequence[SummaryRow]) -> str:
             cell(_failures_text(r), field="failures", value=r.failures.count,
                  extra={"by-reason": dict(r.failures.by_reason)}),
         ]
-        mark = ' class="bad"' if bad else ""
-        out.append(f'<tr data-perturbation="{escape(r.id, quote=True)}"{mark}>' + "".join(tds) + "</tr>")
-    return "".join(out) + "</tbody></table>"
+        out.append(element("tr", Markup("").join(tds), data_perturbation=r.id, class_="bad" if bad else None))
+    return element("table", _head_row(head), element("tbody", Markup("").join(out)), id="summary")
 
 
-def _dose(p: Any) -> str | None:
+def _dose(p: Any) -> Markup | None:
     b = p.beta_shape
     if not b.bins:
         return None
@@ -162,16 +169,16 @@ def _dose(p: Any) -> str | None:
     return _figure(chart, note)
 
 
-def _adaptive(campaign: Any) -> list[str]:
+def _adaptive(campaign: Any) -> list[Markup]:
     """The dose-response curves of the adaptive ladders (nothing when there is none)."""
     charts = adaptive_charts(campaign)
     if not charts:
         return []
-    return ["<h3>Adaptive ladders: excess over controls by dose</h3>",
-            '<div class="plots">' + "".join(_figure(chart, caption) for chart, caption in charts) + "</div>"]
+    return [Markup("<h3>Adaptive ladders: excess over controls by dose</h3>"),
+            _plots([_figure(chart, caption) for chart, caption in charts])]
 
 
-def _forest(campaign: Any) -> str:
+def _forest(campaign: Any) -> Markup:
     rows = []
     for p in campaign.perturbations:
         for name, shape in (("effective", "circle"), ("noop", "square")):
@@ -190,7 +197,7 @@ def _forest(campaign: Any) -> str:
                           "hatched band and dashed line are same-input reruns without perturbation.")
 
 
-def _cascade(campaign: Any, order: Sequence[str]) -> str:
+def _cascade(campaign: Any, order: Sequence[str]) -> Markup:
     values: dict[tuple[str, str], float | None] = {}
     nodes: list[str] = []
     rows = []
@@ -210,10 +217,10 @@ def _cascade(campaign: Any, order: Sequence[str]) -> str:
                           "when there is no effective pair); · marks a node not downstream of that target.")
 
 
-def _files_table(files: Sequence[tuple[str, int]]) -> str:
-    rows = "".join(f"<tr><td><code>{escape(n)}</code></td>{cell(_size(s), field='size', value=s, num=True)}</tr>"
-                   for n, s in files)
-    return f'<table id="files"><thead><tr><th>file</th><th>size</th></tr></thead><tbody>{rows}</tbody></table>'
+def _files_table(files: Sequence[tuple[str, int]]) -> Markup:
+    rows = Markup("").join(element("tr", element("td", element("code", n)), cell(_size(s), field="size", value=s,
+                                                                                   num=True)) for n, s in files)
+    return element("table", _head_row(["file", "size"]), element("tbody", rows), id="files")
 
 
 def campaign_page(raw: Mapping[str, Any], profile: Mapping[str, Any] | None, folder: Path,
@@ -227,76 +234,86 @@ def campaign_page(raw: Mapping[str, Any], profile: Mapping[str, Any] | None, fol
     rows = summary_rows(c, raw)
     controls = control_replay_count(c)
     perturbed = sum(r.pairs for r in rows)
-    why = [f"<li><code>{escape(r.id)}</code>: no beta_shape: {escape(r.beta_reason)}</li>" for r in rows
+    why = [element("li", element("code", r.id), ": no beta_shape: ", r.beta_reason) for r in rows
            if r.beta_value is None and r.beta_reason]
-    body = [f'<p class="lead">{len(rows)} perturbation(s): <strong>{fmt_n(perturbed)}</strong> perturbed pairs, '
-            f'and <strong id="control-replays" data-value="{controls}">{fmt_n(controls)}</strong> control replays '
-            f"counted apart ({fmt_n(c.pairs)} pair rows in all); observational baseline of "
-            f"{fmt_n(c.observational.n)} same-input pairs. 95% intervals from {fmt_n(c.resamples)} bootstrap "
-            f"resamples of input groups (seed {fmt_n(c.seed)}).</p>",
-            "<h2>At a glance</h2>", _summary_table(rows),
-            '<p class="muted">Excess: the effective stratum\'s D_shape rate minus that of the perturbation\'s control '
-            "replays (the target as recorded or re-run unchanged, downstream live), with a 95% interval combined "
-            "from the two rates' intervals (MOVER). beta_shape: the smallest change of the target that switched the "
-            "path; ≤ marks an upper bound. Rows with a failed negative control or failed replays are marked.</p>"]
-    body += [f'<ul class="muted">{"".join(why)}</ul>'] if why else []
+    body = [Markup('<p class="lead">{} perturbation(s): <strong>{}</strong> perturbed pairs, and <strong '
+                   'id="control-replays" data-value="{}">{}</strong> control replays counted apart ({} pair rows in '
+                   "all); observational baseline of {} same-input pairs. 95% intervals from {} bootstrap resamples "
+                   "of input groups (seed {}).</p>").format(
+                len(rows), fmt_n(perturbed), int(controls), fmt_n(controls), fmt_n(c.pairs), fmt_n(c.observational.n),
+                fmt_n(c.resamples), fmt_n(c.seed)),
+            Markup("<h2>At a glance</h2>"), _summary_table(rows),
+            Markup('<p class="muted">Excess: the effective stratum\'s D_shape rate minus that of the perturbation\'s '
+                   "control replays (the target as recorded or re-run unchanged, downstream live), with a 95% interval "
+                   "combined from the two rates' intervals (MOVER). beta_shape: the smallest change of the target "
+                   "that switched the path; ≤ marks an upper bound. Rows with a failed negative control or failed "
+                   "replays are marked.</p>")]
+    body += [element("ul", Markup("").join(why), class_="muted")] if why else []
     doses = [d for p in c.perturbations if (d := _dose(p)) is not None]
-    body += ["<h2>Dose-response</h2>", '<div class="plots">' + "".join(doses) + "</div>" if doses else
-             "<p>No perturbation has magnitude bins.</p>"]
+    body += [Markup("<h2>Dose-response</h2>"), _plots(doses) if doses else
+             Markup("<p>No perturbation has magnitude bins.</p>")]
     body += _adaptive(c)
     order = graph_nodes(profile) if profile else []
-    body += ["<h2>Rates and cascades</h2>", '<div class="plots">' + _forest(c) + _cascade(c, order) + "</div>"]
+    body += [Markup("<h2>Rates and cascades</h2>"), _plots([_forest(c), _cascade(c, order)])]
     if profile:
-        body += ["<h2>Pipeline graph and observational Sigma</h2>",
-                 '<div class="plots">' + _figure(graph_svg(profile), "Edges labelled with sigma; red: amplifying; "
-                                                 "dashed: inferred from the traces.")
-                 + _figure(sigma_svg(profile), "sigma of each edge (blank: no edge; hatched: undefined).") + "</div>"]
-    body += ["<h2>Details</h2>"] + folded(interventional_report(raw))
+        body += [Markup("<h2>Pipeline graph and observational Sigma</h2>"), _graph_figures(profile)]
+    body += [Markup("<h2>Details</h2>"), *folded(interventional_report(raw))]
     if profile:
         body += folded(render_report(profile), prefix="Observational: ")
-    body += ["<h2>Files in this folder</h2>", _files_table(files)]
+    body += [Markup("<h2>Files in this folder</h2>"), _files_table(files)]
     return page("QUIVER campaign report", body)
+
+
+def _graph_figures(profile: Mapping[str, Any]) -> Markup:
+    return _plots([_figure(graph_svg(profile), "Edges labelled with sigma; red: amplifying; dashed: inferred from the "
+                                               "traces."),
+                   _figure(sigma_svg(profile), "sigma of each edge (blank: no edge; hatched: undefined).")])
 
 
 # --------------------------------------------------------------------------- analysis
 
 
-def _analysis_summary(p: Mapping[str, Any]) -> list[str]:
+def _rate_row(div: Mapping[str, Any], k: str) -> Markup:
+    return element("tr", element("td", f"{k} > 0"), cell(fmt(div.get(k)), field=k, value=div.get(k), num=True),
+                   element("td", " – ".join(fmt(x) for x in div.get(f"{k}_ci") or []), class_="num"),
+                   element("td", fmt_n(div.get(f"{k}_n")), class_="num"), data_rate=k)
+
+
+def _amplifier(e: Mapping[str, Any]) -> Markup:
+    ci = e.get("sigma_ci") or [None, None]
+    return element("li", f"{e.get('source')} → {e.get('target')}: sigma {fmt(e.get('sigma'))} [{fmt(ci[0])}, "
+                         f"{fmt(ci[1] if len(ci) > 1 else None)}], n = {fmt_n(e.get('sigma_n', e.get('n')))}")
+
+
+def _analysis_summary(p: Mapping[str, Any]) -> list[Markup]:
     div = p.get("divergence") or {}
-    rows = "".join(
-        f'<tr data-rate="{k}"><td>{k} &gt; 0</td>{cell(fmt(div.get(k)), field=k, value=div.get(k), num=True)}'
-        f"<td class=\"num\">{escape(' – '.join(fmt(x) for x in div.get(f'{k}_ci') or []))}</td>"
-        f"<td class=\"num\">{fmt_n(div.get(f'{k}_n'))}</td></tr>"
-        for k in ("D_shape", "D_iter", "D_output", "D_struct") if k in div)
+    rows = Markup("").join(_rate_row(div, k) for k in ("D_shape", "D_iter", "D_output", "D_struct") if k in div)
     edges = sorted((e for e in p.get("edges") or [] if isinstance(e, Mapping) and e.get("class") == "amplifier"),
                    key=lambda e: -(_num(e.get("sigma")) or 0.0))
-    amp = "".join(f"<li>{escape(str(e.get('source')))} → {escape(str(e.get('target')))}: sigma "
-                  f"{fmt(e.get('sigma'))} [{fmt((e.get('sigma_ci') or [None])[0])}, "
-                  f"{fmt((e.get('sigma_ci') or [None, None])[1])}], n = {fmt_n(e.get('sigma_n', e.get('n')))}</li>"
-                  for e in edges[:5]) or "<li>none</li>"
+    amp = Markup("").join(_amplifier(e) for e in edges[:5]) or Markup("<li>none</li>")
     sources = [str(n.get("node")) for n in p.get("nodes") or []
                if isinstance(n, Mapping) and n.get("bifurcation_source")]
-    return [f'<p class="lead">{fmt_n(p.get("traces"))} traces ({fmt_n(p.get("failed_traces"))} failed) in '
-            f'{fmt_n(p.get("groups"))} input groups, {fmt_n(p.get("pairs"))} same-input pairs.</p>',
-            "<h2>At a glance</h2>",
-            '<table id="rates"><thead><tr><th>same-input pairs differing in</th><th>rate</th><th>95% CI</th>'
-            f"<th>n</th></tr></thead><tbody>{rows}</tbody></table>",
-            f"<p><strong>Top amplifying edges</strong> ({len(edges)} in all):</p><ul id=\"amplifiers\">{amp}</ul>",
-            f'<p id="sources"><strong>Bifurcation sources:</strong> {escape(", ".join(sources) or "none")}.</p>']
+    return [Markup('<p class="lead">{} traces ({} failed) in {} input groups, {} same-input pairs.</p>').format(
+                fmt_n(p.get("traces")), fmt_n(p.get("failed_traces")), fmt_n(p.get("groups")), fmt_n(p.get("pairs"))),
+            Markup("<h2>At a glance</h2>"),
+            element("table", _head_row(["same-input pairs differing in", "rate", "95% CI", "n"]),
+                    element("tbody", rows), id="rates"),
+            Markup("<p><strong>Top amplifying edges</strong> ({} in all):</p>").format(len(edges)),
+            element("ul", amp, id="amplifiers"),
+            Markup('<p id="sources"><strong>Bifurcation sources:</strong> {}.</p>').format(
+                ", ".join(sources) or "none")]
 
 
 def analysis_page(profile: Mapping[str, Any], folder: Path) -> str:
     """An analysis' page: summary, graph, Sigma, ratios, details."""
     body = _analysis_summary(profile)
-    body += ["<h2>Pipeline graph and Sigma</h2>",
-             '<div class="plots">' + _figure(graph_svg(profile), "Edges labelled with sigma; red: amplifying; "
-                                             "dashed: inferred from the traces.")
-             + _figure(sigma_svg(profile), "sigma of each edge (blank: no edge; hatched: undefined).") + "</div>"]
+    body += [Markup("<h2>Pipeline graph and Sigma</h2>"), _graph_figures(profile)]
     ratios = png_img(folder / "ratios.png", "Ratio d_j / d_i per edge")
     if ratios:
-        body += ["<h2>Ratios</h2>", _figure(ratios, "Per edge, the ratios d_j / d_i over the pairs where the source "
-                                                    "changed, with lines at 1, the mean (sigma) and the median.")]
-    body += ["<h2>Details</h2>"] + folded(render_report(profile))
+        body += [Markup("<h2>Ratios</h2>"), _figure(ratios, "Per edge, the ratios d_j / d_i over the pairs where the "
+                                                            "source changed, with lines at 1, the mean (sigma) and "
+                                                            "the median.")]
+    body += [Markup("<h2>Details</h2>"), *folded(render_report(profile))]
     return page("QUIVER analysis report", body)
 
 
@@ -314,7 +331,7 @@ def _arm_rows(measures: Mapping[str, Mapping[str, Any]]) -> list[svg.Interval]:
     return rows
 
 
-def _gate_charts(c: Mapping[str, Any]) -> list[str]:
+def _gate_charts(c: Mapping[str, Any]) -> list[Markup]:
     legend = [("circle", svg.BLUE, "candidate template"), ("square", svg.ORANGE, "current template")]
     beta = _num((c.get("beta_shape") or {}).get("value"))
     node = str(c["node"])
@@ -333,7 +350,7 @@ def _gate_charts(c: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _gate_table(c: Mapping[str, Any]) -> str:
+def _gate_table(c: Mapping[str, Any]) -> Markup:
     def est(row: Mapping[str, Any], signed: bool = False) -> str:
         ci = row.get("ci")
         tail = f" [{fmt(ci[0], signed=signed)}, {fmt(ci[1], signed=signed)}]" if ci else ""
@@ -343,32 +360,32 @@ def _gate_table(c: Mapping[str, Any]) -> str:
     measures += [(f"field:{f}", f"field {f}", r) for f, r in (c.get("fields") or {}).items()]
     measures += [(f"rate:{k}", f"{k} rate", r) for k, r in (c.get("rates") or {}).items()]
     measures += [(f"d:{v}", f"d ({v})", r) for v, r in (c.get("downstream") or {}).items()]
-    rows = "".join(
-        f'<tr data-measure="{escape(key, quote=True)}"><td>{escape(label)}</td>'
-        + cell(est(r["candidate"]), field="candidate", value=r["candidate"].get("value"), num=True)
-        + cell(est(r["current"]), field="current", value=r["current"].get("value"), num=True)
-        + cell(est(r["difference"], True), field="difference", value=r["difference"].get("value"), num=True)
-        + cell("yes" if r.get("rises") else "no", field="rises", value=bool(r.get("rises"))) + "</tr>"
+    rows = Markup("").join(element(
+        "tr", element("td", label),
+        cell(est(r["candidate"]), field="candidate", value=r["candidate"].get("value"), num=True),
+        cell(est(r["current"]), field="current", value=r["current"].get("value"), num=True),
+        cell(est(r["difference"], True), field="difference", value=r["difference"].get("value"), num=True),
+        cell("yes" if r.get("rises") else "no", field="rises", value=bool(r.get("rises"))), data_measure=key)
         for key, label, r in measures)
-    return (f'<table class="gate" data-template="{escape(str(c["template"]), quote=True)}"><thead><tr><th>measure</th>'
-            "<th>candidate</th><th>current template</th><th>candidate − current</th><th>rises</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    head = _head_row(["measure", "candidate", "current template", "candidate − current", "rises"])
+    return element("table", head, element("tbody", rows), class_="gate", data_template=str(c["template"]))
 
 
 def gate_page(data: Mapping[str, Any], markdown: str | None) -> str:
     """The gate's page: the verdict and its table first, then per candidate its charts,
     and the gate's Markdown (``gate.md``) folded."""
     verdict = str(data.get("verdict", "")).lower()
-    body = [f'<p class="lead">Verdict: <strong id="verdict" class="verdict-{escape(verdict)}" '
-            f'data-value="{escape(verdict)}">{escape(verdict.upper())}</strong> — {len(data.get("candidates") or [])} '
-            f"candidate template(s), {fmt_n(data.get('probes'))} probes × {fmt_n(data.get('repeats'))} replays per "
-            f"arm, seed {fmt_n(data.get('seed'))}.</p>"]
+    body = [Markup('<p class="lead">Verdict: <strong id="verdict" class="{}" data-value="{}">{}</strong> — {} '
+                   "candidate template(s), {} probes × {} replays per arm, seed {}.</p>").format(
+        f"verdict-{verdict}", verdict, verdict.upper(), len(data.get("candidates") or []), fmt_n(data.get("probes")),
+        fmt_n(data.get("repeats")), fmt_n(data.get("seed")))]
     for c in data.get("candidates") or []:
-        body += [f"<h2><code>{escape(str(c['template']))}</code> at <code>{escape(str(c['node']))}</code>: "
-                 f"{escape(str(c['verdict']).upper())}</h2>"]
-        body += ["<ul>" + "".join(f"<li>{escape(f)}</li>" for f in c.get("failures") or []) + "</ul>"
-                 if c.get("failures") else "<p>No failure.</p>"]
-        body += [_gate_table(c), '<div class="plots">' + "".join(_gate_charts(c)) + "</div>"]
+        body.append(element("h2", element("code", str(c["template"])), " at ", element("code", str(c["node"])),
+                            f": {str(c['verdict']).upper()}"))
+        failures = c.get("failures") or []
+        body.append(element("ul", Markup("").join(element("li", f) for f in failures)) if failures else
+                    Markup("<p>No failure.</p>"))
+        body += [_gate_table(c), _plots(_gate_charts(c))]
     if markdown:
-        body += ["<h2>Details</h2>", details("The gate's Markdown report (gate.md)", [markdown_html(markdown)])]
+        body += [Markup("<h2>Details</h2>"), details("The gate's Markdown report (gate.md)", [markdown_html(markdown)])]
     return page("QUIVER gate report", body)

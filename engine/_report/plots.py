@@ -13,7 +13,11 @@
   by class and labelled with sigma, loop body nodes outlined.
 
 matplotlib is an optional dependency (``quiver-engine[plots]``), imported only here and
-only when plotting, with the Agg canvas (no display, no global pyplot state).
+only when plotting, with the Agg canvas (no display, no global pyplot state). A node name
+is drawn cut to a bounded width with an ellipsis (:func:`~.markup.label`; the tables of
+``report.md`` and ``report.html`` give it whole), its line breaks and control characters
+made visible and its ``$`` kept out of matplotlib's mathtext, so that no name changes the
+figure's size or stops it being drawn.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .markdown import graph_edges, graph_nodes
+from .markup import label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,6 +52,13 @@ CLASS_COLORS: dict[str, str] = {
 """Edge colours by class (shared by the three plots)."""
 _LOOP_COLOR = "#ff7f0e"
 _NO_EDGE_COLOR = "#eeeeee"
+NAME = 30
+"""The widest a node name is drawn, in columns (a panel title holds two)."""
+
+
+def _name(text: object, limit: int = NAME) -> str:
+    """A name as a plot label: :func:`~.markup.label`, a ``$`` escaped for mathtext."""
+    return label(text, limit).replace("$", r"\$")
 
 
 def _matplotlib() -> None:
@@ -91,7 +103,8 @@ def _num(x: Any) -> float | None:
 def _title(ax: Axes, edge: Mapping[str, Any], cls: str) -> None:
     n = edge.get("sigma_n", edge.get("n"))
     count = f"n = {n:,}, " if isinstance(n, int) else ""
-    ax.set_title(f"{edge.get('source')} → {edge.get('target')}\n{count}{cls}", fontsize=9.5)
+    ax.set_title(f"{_name(edge.get('source'), 24)} → {_name(edge.get('target'), 24)}\n{count}{_name(cls)}",
+                 fontsize=9.5)
 
 
 def _mark(ax: Axes, one: float, mean: float | None, median: float | None) -> None:
@@ -247,8 +260,9 @@ def _plot_matrix(profile: Mapping[str, Any], path: Path) -> Path:
     im = ax.imshow(np.ma.masked_invalid(sigma), cmap=colormaps["RdBu_r"].with_extremes(bad=_NO_EDGE_COLOR),
                    norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=vmax))
     _annotate(ax, sigma, is_edge, n_of, vmax)
-    ax.set_xticks(range(k), nodes, rotation=35, ha="right", fontsize=9)
-    ax.set_yticks(range(k), nodes, fontsize=9)
+    names = [_name(n) for n in nodes]
+    ax.set_xticks(range(k), names, rotation=35, ha="right", fontsize=9)
+    ax.set_yticks(range(k), names, fontsize=9)
     ax.set_xlabel("target v_j")
     ax.set_ylabel("source v_i")
     ax.set_title("Edge sensitivity Sigma (grey: no edge; hatched: undefined)", fontsize=10.5)
@@ -302,11 +316,11 @@ def _positions(nodes: list[str], edges: list[tuple[str, str]], spacing: float) -
 
 def _node_label(name: str, info: Mapping[str, Any] | None) -> str:
     if not info:
-        return name
+        return _name(name)
     floor = _num(info.get("noise_floor"))
-    extra = [f"noise {floor:.2f}" if floor is not None else "", str(info.get("origin") or "")]
+    extra = [f"noise {floor:.2f}" if floor is not None else "", _name(info.get("origin") or "")]
     detail = " · ".join(x for x in extra if x)
-    return f"{name}\n{detail}" if detail else name
+    return f"{_name(name)}\n{detail}" if detail else _name(name)
 
 
 def _box(ax: Axes, xy: tuple[float, float], label: str, loop: bool, width: float) -> FancyBboxPatch:
