@@ -127,9 +127,11 @@ def _table(pair_list: Sequence[tuple[str, Trace, Trace]], names: list[str], resa
 
 
 def first_divergence_markdown(data: dict[str, Any] | None) -> list[str]:
-    """The report section of a first-divergence table (empty when there is none)."""
+    """The report section of a first-divergence table (empty when there is none); node
+    names and causes escaped (:func:`quiver._report.markup.md_text`)."""
     if not data:
         return []
+    from quiver._report.markup import md_table, md_text
     lines = ["## First divergence: where same-input runs part, and why", "",
              "Each pair of runs on the same input is compared call by call in program order; the first call whose "
              "output or decisions differ is explained from the recorded context (prompt, model, retrieval, tool; "
@@ -140,13 +142,10 @@ def first_divergence_markdown(data: dict[str, Any] | None) -> list[str]:
              f"{fmt_est(data, 'no_divergence')}; D_shape > 0 in {fmt_n(data['d_shape_pairs'])} pairs.", ""]
     if not data["rows"]:
         return lines + ["No pair diverged.", ""]
-    lines += ["| first divergent node | cause | origin | pairs | rate | share of D_shape > 0 |",
-              "| --- | --- | --- | ---: | ---: | ---: |"]
-    for r in data["rows"]:
-        share = fmt_est(r, "shape_share") if r.get("shape_share_n") else DASH
-        lines.append(f"| {r['node']} | {r['cause']} | {r['origin']} | {fmt_n(r['count'])} | {fmt_est(r, 'rate')} | "
-                     f"{share} |")
-    return lines + [""]
+    rows = [[md_text(r["node"]), md_text(r["cause"]), md_text(r["origin"]), fmt_n(r["count"]), fmt_est(r, "rate"),
+             fmt_est(r, "shape_share") if r.get("shape_share_n") else DASH] for r in data["rows"]]
+    headers = ["first divergent node", "cause", "origin", "pairs", "rate", "share of D_shape > 0"]
+    return lines + md_table(headers, rows, "lllrrr") + [""]
 
 
 # --------------------------------------------------------------------------- two corpora

@@ -41,6 +41,7 @@ import numpy as np
 
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
+from quiver._outdir import make_folder, write_text
 from quiver._stats import Estimate, GroupBootstrap
 from quiver._trace import Trace
 from quiver.replay import LLMClient, Replayer, ReplayMode, ResponseCache, llm
@@ -257,9 +258,10 @@ def _rate(e: Estimate) -> str:
 
 def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
     """Write ``attribution.json`` and ``attribution.md`` to ``out``; return their paths."""
-    out.mkdir(parents=True, exist_ok=True)
-    js, md = out / "attribution.json", out / "attribution.md"
-    js.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    make_folder(out)
+    js = write_text(out / "attribution.json", json.dumps(result.to_json(), indent=2) + "\n")
+    from quiver._report.markup import md_table, md_text
+
     live = result.conditions[1:]
     lines = [
         "# Divergence attribution", "",
@@ -268,21 +270,17 @@ def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
         + f". {result.repeats} repeat(s) per live condition. Rates are the share of replays where the node's "
         "outputs differ from the recording; increments are over sampling alone, with 95% group-bootstrap "
         "intervals over inputs.", "",
-        "| node | " + " | ".join(f"rate {c}" for c in live)
-        + " | " + " | ".join(f"+{d}" for d in result.dimensions) + " |",
-        "|---" * (1 + len(live) + len(result.dimensions)) + "|",
     ]
-    for node in result.nodes:
-        cells = [_rate(result.rates[c][node]) for c in live]
-        cells += [_fmt(result.increments[d][node]) for d in result.dimensions]
-        lines.append(f"| {node} | " + " | ".join(cells) + " |")
+    headers = ["node", *(f"rate {c}" for c in live), *(f"+{d}" for d in result.dimensions)]
+    rows = [[md_text(node), *(_rate(result.rates[c][node]) for c in live),
+             *(_fmt(result.increments[d][node]) for d in result.dimensions)] for node in result.nodes]
+    lines += md_table(headers, rows, "l" * len(headers))
     lines += [
         "", "LLM requests the endpoint answered, by condition (a dimension's condition pays only for the "
         "calls it changes; the others get sampling's responses from the run's cache): "
         + ", ".join(f"{c} {result.llm_calls.get(c, 0)}" for c in result.conditions) + ".",
     ]
-    md.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return js, md
+    return js, write_text(out / "attribution.md", "\n".join(lines) + "\n")
 
 
 def campaign_attribution(

@@ -10,7 +10,9 @@ bifurcation thresholds, the dose-response of adaptive ladders (:mod:`.adaptive`;
 there is one) and the negative-control verdicts. Every estimate is shown with
 its 95% interval and n, as ``campaign.json`` rounds it (6 decimals) and then to 3
 decimals, so that the report of the estimates and of their JSON read back are the same
-text; an undefined value is ``—``.
+text; an undefined value is ``—``. Ids and parameters are code spans and every other text
+of the campaign (node names, reasons) escaped (:mod:`.markup`): nothing in it can become
+Markdown or HTML.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from quiver._stats import DASH, Estimate, fmt_n, rounded
 
 from .adaptive import adaptive_section
 from .markdown import ARROW, _table, fmt, fmt_est
+from .markup import md_code, md_text
 from .summary import SummaryRow, control_replay_count, summary_rows
 
 if TYPE_CHECKING:
@@ -50,7 +53,7 @@ _BETAS = (("beta_shape", "beta_shape"), ("beta_iter", "beta_iter"))
 
 
 def _pid(p: PerturbationEstimates) -> str:
-    return f"`{p.id}`"
+    return md_code(p.id)
 
 
 def _yes_no(x: Any) -> str:
@@ -101,7 +104,7 @@ def _excess_cell(r: SummaryRow) -> str:
 
 
 def _failed_cell(r: SummaryRow) -> str:
-    reasons = "; ".join(f"{k}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
+    reasons = "; ".join(f"{md_text(k)}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
     return fmt_n(r.failures.count) + (f" ({reasons})" if reasons and r.failures.count else "")
 
 
@@ -109,10 +112,10 @@ def _glance(c: CampaignEstimates, raw: Mapping[str, Any] | None = None) -> list[
     rows = summary_rows(c, raw)
     if not rows:
         return []
-    table = [[f"`{r.id}`", r.node, r.op, f"{fmt_n(r.pairs)} ({fmt_n(r.effective)} / {fmt_n(r.noop)} / "
-              f"{fmt_n(r.failed)})", _excess_cell(r),
+    table = [[md_code(r.id), md_text(r.node), md_text(r.op), f"{fmt_n(r.pairs)} ({fmt_n(r.effective)} / "
+              f"{fmt_n(r.noop)} / {fmt_n(r.failed)})", _excess_cell(r),
               DASH if r.beta_value is None else ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value),
-              r.verdict, _failed_cell(r)] for r in rows]
+              md_text(r.verdict), _failed_cell(r)] for r in rows]
     headers = ["perturbation", "node", "op", "pairs (effective / no-op / failed)",
                "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
     return ["## At a glance", "",
@@ -135,22 +138,22 @@ def _divergence(p: PerturbationEstimates, obs: ObservationalEstimates) -> list[s
     eff, noop = p.stratum("effective"), p.stratum("noop")
     rows = [[label, *_cells(getattr(obs.rates, key)), *_cells(getattr(eff.rates, key)),
              *_cells(getattr(noop.rates, key))] for key, label in _RATES]
-    rows.append([f"d({p.node}) (magnitude)", DASH, DASH, *_cells(eff.magnitude), *_cells(noop.magnitude)])
+    rows.append([f"d({md_text(p.node)}) (magnitude)", DASH, DASH, *_cells(eff.magnitude), *_cells(noop.magnitude)])
     for node in p.downstream:
-        rows.append([f"mean d({node})", *_cells(obs.mean_d.get(node)), *_cells(eff.mean_d.get(node)),
+        rows.append([f"mean d({md_text(node)})", *_cells(obs.mean_d.get(node)), *_cells(eff.mean_d.get(node)),
                      *_cells(noop.mean_d.get(node))])
     for node in p.downstream:
-        rows.append([f"mean d({node}) given D_shape > 0", DASH, DASH, *_cells(eff.mean_d_given_shape.get(node)),
-                     *_cells(noop.mean_d_given_shape.get(node))])
+        rows.append([f"mean d({md_text(node)}) given D_shape > 0", DASH, DASH,
+                     *_cells(eff.mean_d_given_shape.get(node)), *_cells(noop.mean_d_given_shape.get(node))])
     headers = ["metric", "observational [95% CI]", "n", "effective [95% CI]", "n", "no-op [95% CI]", "n"]
     return _table(headers, rows, "lrrrrrr")
 
 
 def _perturbation(p: PerturbationEstimates, obs: ObservationalEstimates) -> list[str]:
     params = json.dumps(p.params, sort_keys=True, ensure_ascii=False)
-    ladder = f"; ladder `{json.dumps(p.ladder, sort_keys=True)}`" if p.ladder else ""
-    lines = [f"### {_pid(p)}: {p.op} at {p.node}", "",
-             f"Params `{params}`{ladder}. {_counts(p)}", ""]
+    ladder = f"; ladder {md_code(json.dumps(p.ladder, sort_keys=True))}" if p.ladder else ""
+    lines = [f"### {_pid(p)}: {md_text(p.op)} at {md_text(p.node)}", "",
+             f"Params {md_code(params)}{ladder}. {_counts(p)}", ""]
     return lines + _divergence(p, obs) + [""]
 
 
@@ -168,7 +171,7 @@ def _perturbations(c: CampaignEstimates) -> list[str]:
 
 
 def _cascade(stratum: StratumEstimates, nodes: Sequence[str]) -> str:
-    parts = [f"{n} {_value(stratum.mean_d_given_shape.get(n))}" for n in nodes]
+    parts = [f"{md_text(n)} {_value(stratum.mean_d_given_shape.get(n))}" for n in nodes]
     return ARROW.join(parts) if parts else DASH
 
 
@@ -179,7 +182,7 @@ def _cascades(c: CampaignEstimates) -> list[str]:
     for p in c.perturbations:
         name = "effective" if p.stratum("effective").n else "noop"
         s = p.strata[name]
-        rows.append([_pid(p), p.node, name, fmt_n(s.n), _est(s.rates.d_shape), _est(s.rates.d_iter),
+        rows.append([_pid(p), md_text(p.node), name, fmt_n(s.n), _est(s.rates.d_shape), _est(s.rates.d_iter),
                      _cascade(s, p.downstream)])
     headers = ["perturbation", "target", "stratum", "n", "D_shape [95% CI]", "D_iter [95% CI]",
                "cascade: mean d given D_shape > 0"]
@@ -201,9 +204,9 @@ def _validation(c: CampaignEstimates) -> list[str]:
     from quiver._interventional import MIN_MATCHED_GROUPS, MIN_MATCHED_PAIRS
 
     rows = [
-        [f"{v.source}{ARROW}{v.target}", _est(v.sigma_obs), fmt_n(v.sigma_obs.n), _est(v.sigma_int),
-         fmt_n(v.sigma_int.n), _yes_no(v.agree), _envelope(v), *_cells(v.sigma_matched), _est(v.share_beyond),
-         v.verdict or DASH]
+        [f"{md_text(v.source)}{ARROW}{md_text(v.target)}", _est(v.sigma_obs), fmt_n(v.sigma_obs.n),
+         _est(v.sigma_int), fmt_n(v.sigma_int.n), _yes_no(v.agree), _envelope(v), *_cells(v.sigma_matched),
+         _est(v.share_beyond), md_text(v.verdict or DASH)]
         for v in c.validation
     ]
     lines = ["## Observational against interventional sigma", "",
@@ -220,7 +223,8 @@ def _validation(c: CampaignEstimates) -> list[str]:
     lines += (_table(headers, rows, "lrrrrlrrrrl") if rows else ["No targetable edge could be compared."])
     if c.validation_skipped:
         lines += ["", "Skipped edges:", ""]
-        lines += [f"- {s.source}{ARROW}{s.target}: {s.reason}" for s in c.validation_skipped]
+        lines += [f"- {md_text(s.source)}{ARROW}{md_text(s.target)}: {md_text(s.reason)}"
+                  for s in c.validation_skipped]
     return lines + [""]
 
 
@@ -230,10 +234,10 @@ def _beta(p: PerturbationEstimates, key: str) -> Threshold:
 
 def _beta_row(p: PerturbationEstimates, key: str, label: str) -> list[str]:
     b = _beta(p, key)
-    control = f"{_est(b.control_rate)} ({b.control or DASH}, n = {fmt_n(b.control_rate.n)})"
+    control = f"{_est(b.control_rate)} ({md_text(b.control or DASH)}, n = {fmt_n(b.control_rate.n)})"
     return [_pid(p), label, fmt(b.value), _est(b.raw_min), fmt_n(b.n), fmt_n(b.n_events),
             f"[{fmt(b.iqr[0])}, {fmt(b.iqr[1])}]" if b.iqr is not None else DASH,
-            fmt(b.max_non_bifurcating), _yes_no(b.upper_bound), control, str(b.reason or "")]
+            fmt(b.max_non_bifurcating), _yes_no(b.upper_bound), control, md_text(b.reason or "")]
 
 
 def _bins(p: PerturbationEstimates, key: str, label: str) -> list[str]:
@@ -242,11 +246,12 @@ def _bins(p: PerturbationEstimates, key: str, label: str) -> list[str]:
         return []
     rows = [[str(x.bin), DASH if x.step is None else str(x.step), f"{fmt(x.lo)}–{fmt(x.hi)}", fmt_n(x.n),
              fmt_n(x.n_events), f"{fmt_n(x.inputs)} ({fmt_n(x.inputs_above_control)})", _est(x.rate),
-             f"{_value(x.control_rate)} ({x.control or DASH})", _est(x.excess, signed=True), _yes_no(x.qualifies)]
+             f"{_value(x.control_rate)} ({md_text(x.control or DASH)})", _est(x.excess, signed=True),
+             _yes_no(x.qualifies)]
             for x in b.bins]
     headers = ["bin", "step", "magnitudes", "n", "events", "inputs (above control)", "rate [95% CI]", "control rate",
                "minus control [95% CI]", "qualifies"]
-    title = f"{_pid(p)} {label} bins ({b.bin_rule or DASH}):"
+    title = f"{_pid(p)} {label} bins ({md_text(b.bin_rule or DASH)}):"
     return [title, ""] + _table(headers, rows, "rrlrrrrlrl") + [""]
 
 
@@ -270,7 +275,7 @@ def _betas(c: CampaignEstimates) -> list[str]:
                   "bin is held against, trace by trace.", ""]
         lines += _table(["perturbation", "control", "replays", "traces", "D_shape rate [95% CI]",
                          "D_iter rate [95% CI]"],
-                        [[_pid(p), f"`{r.id}`", fmt_n(r.n), fmt_n(r.traces), _est(r.rates.d_shape),
+                        [[_pid(p), md_code(r.id), fmt_n(r.n), fmt_n(r.traces), _est(r.rates.d_shape),
                           _est(r.rates.d_iter)] for p, r in controls], "llrrrr") + [""]
     for p in perts:
         for key, label in _BETAS:
@@ -280,10 +285,10 @@ def _betas(c: CampaignEstimates) -> list[str]:
 
 def _verdict(nc: NegativeControl) -> str:
     if nc.passed is None:
-        return f"not tested: {nc.reason or 'no result'}"
+        return f"not tested: {md_text(nc.reason or 'no result')}"
     if nc.passed:
         return "passed"
-    return "FAILED: " + ", ".join(nc.rejected)
+    return "FAILED: " + ", ".join(md_text(n) for n in nc.rejected)
 
 
 def _negative_controls(c: CampaignEstimates) -> list[str]:
@@ -301,9 +306,9 @@ def _negative_controls(c: CampaignEstimates) -> list[str]:
         nodes = p.negative_control.nodes
         if not nodes:
             continue
-        rows = [[n, fmt(r.mean_noop), fmt_n(r.n_noop), fmt(r.mean_obs), fmt_n(r.n_obs),
+        rows = [[md_text(n), fmt(r.mean_noop), fmt_n(r.n_noop), fmt(r.mean_obs), fmt_n(r.n_obs),
                  fmt(r.statistic, signed=True), fmt(r.p_value), fmt(r.p_holm),
-                 _yes_no(r.rejects) if r.p_value is not None else str(r.reason or DASH)]
+                 _yes_no(r.rejects) if r.p_value is not None else md_text(r.reason or DASH)]
                 for n, r in nodes.items()]
         headers = ["node", "mean d no-op", "n", "mean d obs", "n", "no-op − obs", "p", "p (Holm)", "rejects"]
         lines += [f"{_pid(p)}:", ""] + _table(headers, rows, "lrrrrrrrl") + [""]
@@ -342,7 +347,7 @@ def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> st
     return "\n".join(lines) + "\n"
 
 
-_IMAGE = re.compile(r"(!\[[^\]]*\]\()([^)/][^)]*)(\))")
+_IMAGE = re.compile(r"(?m)^(!\[[^\]]*\]\()([^)/][^)]*)(\))$")
 
 
 def campaign_markdown(campaign: CampaignEstimates | Mapping[str, Any], observational: str,

@@ -7,7 +7,9 @@ and bifurcation thresholds (§7-§8), divergence rates (§6), paths and transiti
 (§5), drift budgets and impact sets (§9), distribution faithfulness (§10) and the
 embedding cost. Every estimate is shown with its n and, when there is one, its 95%
 interval ``[lo, hi]``; an undefined value is ``—``. Each section opens with one plain
-sentence on how to read it.
+sentence on how to read it. Every text of the profile (node and field names, classes,
+reasons) is escaped (:func:`~.markup.md_text`): an ordinary name reads as it is, and
+nothing in one can become Markdown or HTML.
 
 The renderer is tolerant: any value may be null, optional sections may be missing (they
 are then left out) or empty (then it says so), and keys it does not know are ignored.
@@ -22,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from quiver._compare import first_divergence_markdown
+from quiver._outdir import make_folder, write_text
 from quiver._stats import DASH, fmt, fmt_ci, fmt_est, fmt_n
+
+from .markup import md_table, md_text
 
 __all__ = ["render_report", "write_report", "REPORT_FILE", "fmt", "fmt_ci", "fmt_est", "graph_nodes"]
 
@@ -76,12 +81,8 @@ def _yes_no(x: Any) -> str:
     return DASH if x is None else ("yes" if x else "no")
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _edge_name(row: Mapping[str, Any]) -> str:
-    return f"{row.get('source')}{ARROW}{row.get('target')}"
+    return f"{md_text(row.get('source'))}{ARROW}{md_text(row.get('target'))}"
 
 
 def _edge_n(row: Mapping[str, Any]) -> Any:
@@ -89,15 +90,14 @@ def _edge_n(row: Mapping[str, Any]) -> Any:
 
 
 def _path(nodes: Iterable[Any]) -> str:
-    return ARROW.join(str(n) for n in nodes)
+    return ARROW.join(md_text(n) for n in nodes)
 
 
-def _table(headers: Row, rows: Iterable[Row], align: str) -> list[str]:
-    """A Markdown table; ``align`` has one letter per column, ``l`` or ``r``."""
-    rule = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(rule) + " |"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return lines
+def _names(names: Iterable[Any]) -> str:
+    return ", ".join(md_text(n) for n in names)
+
+
+_table = md_table
 
 
 def _section(title: str, read: str) -> list[str]:
@@ -197,7 +197,7 @@ def _summary(p: Mapping[str, Any]) -> list[str]:
     origins = [str(n.get("node")) for n in nodes if n.get("origin") == "origin"]
     bif = [str(n.get("node")) for n in nodes if n.get("bifurcation_source")]
     if any(n.get("origin") for n in nodes):
-        origin_text, bif_text = ", ".join(origins) or "none", ", ".join(bif) or "none"
+        origin_text, bif_text = _names(origins) or "none", _names(bif) or "none"
         lines.append(f"- Noise origins: {origin_text}; bifurcation sources: {bif_text}.")
     div = p.get("divergence")
     if isinstance(div, dict) and div.get("D_shape") is not None:
@@ -214,10 +214,11 @@ def _fields_text(fields: Mapping[str, Any], inferred: Mapping[str, Any], mark: b
     for name, spec in fields.items():
         spec = spec if isinstance(spec, dict) else {}
         weight = f", weight {spec['weight']:g}" if isinstance(spec.get("weight"), (int, float)) else ""
-        key = (str(spec.get("type", "?")), str(spec.get("role") or "context"), weight, mark and name in inferred)
+        key = (md_text(spec.get("type", "?")), md_text(spec.get("role") or "context"), weight,
+               mark and name in inferred)
         groups.setdefault(key, []).append(str(name))
     return "; ".join(
-        f"{', '.join(names)}: {kind}, {role}{weight}" + (" *(inferred)*" if was_inferred else "")
+        f"{_names(names)}: {kind}, {role}{weight}" + (" *(inferred)*" if was_inferred else "")
         for (kind, role, weight, was_inferred), names in groups.items()
     )
 
@@ -242,8 +243,8 @@ def _graph(p: Mapping[str, Any]) -> list[str]:
             fields = _fields_text({"output": spec["output"]}, mine, not whole) + " (whole output)"
         else:
             fields = DASH
-        parents = ", ".join(a for a, b in edges if b == node and a != node) or "— (source)"
-        rows.append([node + (" *(inferred)*" if node in inferred_nodes else ""), parents, fields])
+        parents = _names(a for a, b in edges if b == node and a != node) or "— (source)"
+        rows.append([md_text(node) + (" *(inferred)*" if node in inferred_nodes else ""), parents, fields])
     headers = ["node", "parents", "output fields (type, role)"]
     lines = _section("Pipeline graph", "graph") + _table(headers, rows, "lll")
     notes = []
@@ -266,7 +267,7 @@ def _edge_row(e: Mapping[str, Any]) -> Row:
         fmt(e.get("ratio_max")),
         fmt_est(e, "lambda", signed=True),
         f"{fmt_n(e.get('lambda_n_above', e.get('n_above')))} / {fmt_n(e.get('lambda_n_below', e.get('n_below')))}",
-        str(e.get("class") or DASH) + (" (threshold-sensitive)" if e.get("threshold_sensitive") else ""),
+        md_text(e.get("class") or DASH) + (" (threshold-sensitive)" if e.get("threshold_sensitive") else ""),
     ]
 
 
@@ -313,21 +314,26 @@ def _partials(p: Mapping[str, Any]) -> list[str]:
         return lines + ["No node has more than one parent with data.", ""]
     rows = []
     for part in partials:
-        node = f"{part.get('node', part.get('target'))} ← {', '.join(part.get('parents') or [])}"
+        node = f"{md_text(part.get('node', part.get('target')))} ← {_names(part.get('parents') or [])}"
         params, r2 = fmt_n(part.get("params", part.get("n_params"))), fmt(part.get("r_squared"))
-        status = str(part.get("status") or "ok")
+        status = md_text(part.get("status") or "ok")
         for term, est in _coefficients(part):
             n = est["value_n"] if est["value_n"] is not None else part.get("n")
-            rows.append([node, term.replace("*", " × "), fmt_est(est, "value"), fmt_n(n), params, r2, status])
+            rows.append([node, _term(term), fmt_est(est, "value"), fmt_n(n), params, r2, status])
         if not _coefficients(part):
             rows.append([node, DASH, DASH, fmt_n(part.get("n")), params, r2, status])
     headers = ["node ← parents", "term", "coefficient [95% CI]", "n", "parameters", "R²", "status"]
     return lines + _table(headers, rows, "llrrrrl") + [""]
 
 
+def _term(term: str) -> str:
+    """A fitted term: ``intercept``, a parent, or parents multiplied (``a*b``)."""
+    return term if term == "intercept" else " × ".join(md_text(t) for t in term.split("*"))
+
+
 def _origin(n: Mapping[str, Any]) -> str:
     """The origin class, with the pairs whose parents were all unchanged when known."""
-    origin = str(n.get("origin") or DASH)
+    origin = md_text(n.get("origin") or DASH)
     clean = n.get("n_clean_parents")
     return f"{origin} ({fmt_n(clean)} clean-parent pairs)" if isinstance(clean, int) and origin != DASH else origin
 
@@ -345,7 +351,7 @@ def _nodes(p: Mapping[str, Any]) -> list[str]:
         if n.get("drift_rate_n") is not None and drift != DASH:
             drift += f" (n = {fmt_n(n['drift_rate_n'])})"
         rows.append([
-            name, fmt_est(n, "noise_floor"), fmt_n(n.get("noise_floor_n")), _origin(n), drift,
+            md_text(name), fmt_est(n, "noise_floor"), fmt_n(n.get("noise_floor_n")), _origin(n), drift,
             fmt_est(n, "beta_shape"), fmt_n(n.get("beta_shape_n")),
             fmt_est(n, "beta_iter"), fmt_n(n.get("beta_iter_n")), _yes_no(n.get("bifurcation_source")),
         ])
@@ -370,7 +376,7 @@ def _divergence(p: Mapping[str, Any]) -> list[str]:
     for key in names:
         if key not in div:
             continue
-        label, what = _DIVERGENCE.get(key, (key, DASH))
+        label, what = _DIVERGENCE.get(key, (md_text(key), DASH))
         rows.append([label, fmt_est(div, key), fmt_n(div.get(f"{key}_n")), what])
     return lines + _table(["metric", "rate [95% CI]", "n (pairs)", "pairs differing in"], rows, "lrrl") + [""]
 
@@ -453,7 +459,7 @@ def _budgets(p: Mapping[str, Any]) -> list[str]:
     for alpha in alphas:
         rows = [
             [_edge_name(b), _tau_cell(b), fmt(b.get("noise_floor_target")),
-             fmt_est(b, "probability"), fmt_n(b.get("n", b.get("probability_n"))), str(b.get("status") or DASH)]
+             fmt_est(b, "probability"), fmt_n(b.get("n", b.get("probability_n"))), md_text(b.get("status") or DASH)]
             for b in budgets if b.get("alpha") == alpha
         ]
         lines += [f"### alpha = {fmt(alpha)}", ""] + _table(headers, rows, "lrrrrl") + [""]
@@ -467,8 +473,8 @@ def _budgets(p: Mapping[str, Any]) -> list[str]:
 
 def _member(m: Mapping[str, Any]) -> str:
     reasons = m.get("reasons")
-    why = "; ".join(str(r) for r in (reasons if isinstance(reasons, list) else [m.get("reason")]) if r)
-    return f"{m.get('node')} ({why})" if why else str(m.get("node"))
+    why = "; ".join(md_text(r) for r in (reasons if isinstance(reasons, list) else [m.get("reason")]) if r)
+    return f"{md_text(m.get('node'))} ({why})" if why else md_text(m.get("node"))
 
 
 def _impact(p: Mapping[str, Any]) -> list[str]:
@@ -483,14 +489,14 @@ def _impact(p: Mapping[str, Any]) -> list[str]:
         unassessed = [str(u) for u in s.get("unassessed") or []]
         if not members and not unassessed:
             continue
-        line = f"- **{s.get('source')}**, alpha = {fmt(s.get('alpha'))}: {'; '.join(members) or 'none'}"
+        line = f"- **{md_text(s.get('source'))}**, alpha = {fmt(s.get('alpha'))}: {'; '.join(members) or 'none'}"
         if unassessed:
-            line += f"; not assessed (every path has an undefined sigma): {', '.join(unassessed)}"
+            line += f"; not assessed (every path has an undefined sigma): {_names(unassessed)}"
         lines.append(line)
     nonempty = {str(s.get("source")) for s in sets if s.get("members") or s.get("unassessed")}
     quiet = list(dict.fromkeys(str(s.get("source")) for s in sets if str(s.get("source")) not in nonempty))
     if quiet:
-        lines.append(f"- Nothing to re-evaluate at any alpha after a change at: {', '.join(quiet)}.")
+        lines.append(f"- Nothing to re-evaluate at any alpha after a change at: {_names(quiet)}.")
     return lines + [""]
 
 
@@ -500,7 +506,7 @@ def _named_field(f: Mapping[str, Any], key: str) -> str:
     if name is None:
         return DASH
     detail = (f.get("fields") or {}).get(name)
-    return f"{name} ({fmt(detail.get('distance') if isinstance(detail, dict) else None)})"
+    return f"{md_text(name)} ({fmt(detail.get('distance') if isinstance(detail, dict) else None)})"
 
 
 def _faithfulness(p: Mapping[str, Any]) -> list[str]:
@@ -511,12 +517,12 @@ def _faithfulness(p: Mapping[str, Any]) -> list[str]:
     if not items:
         return lines + ["No golden outputs were given.", ""]
     rows = [
-        [str(f.get("node")), fmt_est(f, "gap"), fmt_n(f.get("n")), _named_field(f, "min_field"),
+        [md_text(f.get("node")), fmt_est(f, "gap"), fmt_n(f.get("n")), _named_field(f, "min_field"),
          _named_field(f, "max_field")]
         for f in items
     ]
     field_rows = [
-        [str(f.get("node")), name, fmt(d.get("distance")), fmt_n(d.get("n")), fmt(d.get("kl"))]
+        [md_text(f.get("node")), md_text(name), fmt(d.get("distance")), fmt_n(d.get("n")), fmt(d.get("kl"))]
         for f in items for name, d in (f.get("fields") or {}).items() if isinstance(d, dict)
     ]
     lines += _table(["node", "mean gap", "n", "min field", "max field"], rows, "lrrll") + [""]
@@ -535,7 +541,7 @@ def _embedding(p: Mapping[str, Any]) -> list[str]:
         return DASH if not isinstance(x, (int, float)) else f"{x:.1f} s"
 
     line = (
-        f"Model {emb.get('model') or DASH}: {fmt_n(emb.get('needed'))} texts needed, "
+        f"Model {md_text(emb['model']) if emb.get('model') else DASH}: {fmt_n(emb.get('needed'))} texts needed, "
         f"{fmt_n(emb.get('embedded'))} embedded, {fmt_n(emb.get('cache_hits'))} cache hits; "
         f"model load {secs(emb.get('load_seconds'))}, encoding {secs(emb.get('encode_seconds'))}."
     )
@@ -546,7 +552,12 @@ def _images(images: Iterable[str | Path]) -> list[str]:
     names = [Path(i).name for i in images]
     if not names:
         return []
-    return ["## Plots", ""] + [f"![{Path(n).stem}]({n})" for n in names] + [""]
+    return ["## Plots", ""] + [f"![{md_text(Path(n).stem)}]({n})" for n in names if _plain_name(n)] + [""]
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` is a file name an image link can hold as it is."""
+    return bool(name) and all(ch.isalnum() or ch in "._-" for ch in name)
 
 
 _SECTIONS = (
@@ -579,7 +590,7 @@ def render_report(profile: Mapping[str, Any], *, images: Iterable[str | Path] = 
 def write_report(profile: Mapping[str, Any], out_dir: str | Path, *, images: Iterable[str | Path] = ()) -> Path:
     """Write ``report.md`` into ``out_dir`` (created if needed) and return its path."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     path = out / REPORT_FILE
-    path.write_text(render_report(profile, images=images), encoding="utf-8")
+    write_text(path, render_report(profile, images=images))
     return path

@@ -46,6 +46,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver compare``; return the exit code."""
     from quiver._compare import compare_corpora
     from quiver._errors import QuiverError
+    from quiver._outdir import make_folder, write_text
 
     if args.resamples < 1:
         raise QuiverError(f"--resamples {args.resamples}: give at least 1")
@@ -56,11 +57,10 @@ def command(args: argparse.Namespace) -> int:
     result = compare_corpora(before, after, resamples=args.resamples, seed=args.seed)
     data = {**result.to_json(), "before": str(args.before), "after": str(args.after)}
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        files = [args.out / "compare.json", args.out / "compare.md", args.out / "junit.xml"]
-        files[0].write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        files[1].write_text(compare_markdown(data), encoding="utf-8")
-        files[2].write_text(compare_junit(data), encoding="utf-8")
+        make_folder(args.out)
+        files = [write_text(args.out / "compare.json", json.dumps(data, indent=2) + "\n"),
+                 write_text(args.out / "compare.md", compare_markdown(data)),
+                 write_text(args.out / "junit.xml", compare_junit(data))]
     except OSError as exc:
         raise QuiverError(f"--out {args.out}: cannot write there: {exc.strerror or exc}") from None
     print(files[1].read_text(encoding="utf-8"))
@@ -79,29 +79,30 @@ def _est(row: Mapping[str, Any], name: str, signed: bool = False) -> str:
 def compare_markdown(data: Mapping[str, Any]) -> str:
     """The comparison as Markdown, fit for a pull-request comment."""
     from quiver._compare import first_divergence_markdown
+    from quiver._report.markup import md_code, md_table, md_text
 
     verdict = "FAIL" if data["less_consistent"] else "PASS"
     p = data["pairs"]
     lines = [f"## quiver compare: {verdict}", "",
-             f"`{data.get('before', 'before')}` -> `{data.get('after', 'after')}`: {data['inputs']} inputs in both "
+             f"{md_code(data.get('before', 'before'))} -> {md_code(data.get('after', 'after'))}: {data['inputs']} "
+             "inputs in both "
              f"({data['inputs_before_only']} before only, {data['inputs_after_only']} after only); {p['before']} "
              f"pairs within before, {p['after']} within after, {p['across']} across. Rates with 95% intervals "
-             "(bootstrap over inputs); flags at the family-wise 5% level.", "",
-             "| node | within before | within after | shift | across | excess over within | reached | "
-             "less consistent |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | :---: | :---: |"]
-    for r in data["nodes"]:
-        lines.append(f"| {r['node']} | {_est(r, 'within_before')} | {_est(r, 'within_after')} | "
-                     f"{_est(r, 'shift', True)} | {_est(r, 'across')} | {_est(r, 'excess', True)} | "
-                     f"{'yes' if r['reached'] else ''} | {'**yes**' if r['less_consistent'] else ''} |")
+             "(bootstrap over inputs); flags at the family-wise 5% level.", ""]
+    headers = ["node", "within before", "within after", "shift", "across", "excess over within", "reached",
+               "less consistent"]
+    rows = [[md_text(r["node"]), _est(r, "within_before"), _est(r, "within_after"), _est(r, "shift", True),
+             _est(r, "across"), _est(r, "excess", True), "yes" if r["reached"] else "",
+             "**yes**" if r["less_consistent"] else ""] for r in data["nodes"]]
+    lines += md_table(headers, rows, "lrrrrrcc")
     lines.append("")
     if data["less_consistent"]:
         lines += ["**Less consistent** (the within-corpus divergence rate rose): "
-                  + ", ".join(f"`{n}`" for n in data["less_consistent"]), ""]
-    lines += ["Reached by the change: " + (", ".join(f"`{n}`" for n in data["reached"]) or "no node"), ""]
+                  + ", ".join(md_code(n) for n in data["less_consistent"]), ""]
+    lines += ["Reached by the change: " + (", ".join(md_code(n) for n in data["reached"]) or "no node"), ""]
     if data["changes"]:
         lines += ["### What changed (recorded context)", ""]
-        lines += [f"- `{node}`: {c}" for node, cs in data["changes"].items() for c in cs] + [""]
+        lines += [f"- {md_code(node)}: {md_text(c)}" for node, cs in data["changes"].items() for c in cs] + [""]
     else:
         lines += ["The recorded contexts (templates, models, documents, tool responses) are the same.", ""]
     section = first_divergence_markdown(data["first_divergence_across"])
@@ -112,9 +113,11 @@ def compare_markdown(data: Mapping[str, Any]) -> str:
 
 def compare_junit(data: Mapping[str, Any]) -> str:
     """The comparison as JUnit XML: one test case per node, failing when it became less consistent."""
+    from quiver._report.markup import xml_text
+
     cases = []
     for r in data["nodes"]:
-        name = quoteattr(str(r["node"]))
+        name = quoteattr(xml_text(r["node"]))
         if r["less_consistent"]:
             text = (f"within-corpus divergence rate {_est(r, 'within_before')} -> {_est(r, 'within_after')} "
                     f"(shift {_est(r, 'shift', True)})")
@@ -122,7 +125,7 @@ def compare_junit(data: Mapping[str, Any]) -> str:
                          f'    <failure message={quoteattr(text)} type="compare">{escape(text)}</failure>\n'
                          "  </testcase>")
         else:
-            out = escape(("reached by the change; " if r["reached"] else "") + "; ".join(r["changes"]))
+            out = escape(xml_text(("reached by the change; " if r["reached"] else "") + "; ".join(r["changes"])))
             cases.append(f'  <testcase classname="quiver.compare" name={name}>\n'
                          f'    <system-out>{out}</system-out>\n  </testcase>')
     failures = len(data["less_consistent"])

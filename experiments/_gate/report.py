@@ -1,4 +1,9 @@
-"""The gate's verdict for people and for CI: Markdown for a pull request, JUnit XML."""
+"""The gate's verdict for people and for CI: Markdown for a pull request, JUnit XML.
+
+Template ids, node names and paths are code spans and every other text of ``gate.json``
+(field names, failures, reasons) escaped (:mod:`quiver._report.markup`), so that a
+pull-request comment of ``gate.md`` shows them as text; the JUnit XML holds no character
+XML cannot."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from quiver._report import fmt, fmt_est
+from quiver._report.markup import md_code, md_table, md_text, xml_text
 
 __all__ = ["gate_markdown", "gate_junit"]
 
@@ -21,59 +27,71 @@ def _signed(row: Mapping[str, Any]) -> str:
 
 def gate_markdown(data: Mapping[str, Any]) -> str:
     """The gate's verdict as Markdown, fit for a pull-request comment."""
-    verdict = str(data["verdict"]).upper()
+    verdict = md_text(str(data["verdict"]).upper())
     lines = [f"## quiver gate: {verdict}", "",
-             f"{len(data['candidates'])} candidate template(s); {data['probes']} probes x {data['repeats']} "
-             f"replays per arm, seed {data['seed']}; impact sets at alpha {data['alpha']:g}; profile: "
-             f"{data['profile']}.", ""]
+             f"{len(data['candidates'])} candidate template(s); {_count(data['probes'])} probes x "
+             f"{_count(data['repeats'])} replays per arm, seed {_count(data['seed'])}; impact sets at alpha "
+             f"{_count(data['alpha'])}; profile: {md_text(data['profile'])}.", ""]
     for c in data["candidates"]:
-        lines += [f"### `{c['template']}` at node `{c['node']}`: {c['verdict'].upper()}", "",
-                  f"Candidate `{c['path']}`; {c['probes']} probes over {c['inputs']} inputs, "
-                  f"{c['pairs']['candidate']} replays per arm. Means with 95% intervals (bootstrap over "
-                  "probe inputs); the difference is that of the means over the same resamples (replay by replay "
-                  "where both arms measured the node in every replay).", "",
-                  "| measure | candidate | current template | candidate - current |",
-                  "| --- | ---: | ---: | ---: |"]
-        table = [(f"d_i ({c['node']})", c["d_i"])]
-        table += [(f"  field {f}", row) for f, row in c.get("fields", {}).items()]
-        table += [(f"{k} rate", v) for k, v in c["rates"].items()]
-        table += [(f"d ({v})", row) for v, row in c["downstream"].items()]
-        for name, row in table:
-            lines.append(f"| {name} | {_interval(row['candidate'])} | {_interval(row['current'])} | "
-                         f"{_signed(row['difference'])} |")
-        beta = c["beta_shape"]
-        lines += ["", f"beta_shape of `{c['node']}`: {fmt(beta['value'])} ({beta['source']}).", ""]
-        if c["failures"]:
-            lines += ["**Fails:**", ""] + [f"- {f}" for f in c["failures"]] + [""]
-            if c.get("rates_only_within_noise"):
-                lines += [f"Only the rates fail, and d_i at `{c['node']}` is within the current template's own "
-                          "noise: the rate test's false alarm (about 1 in 40 changes that move nothing, per rate) "
-                          "is possible. Gating again at another `--seed` tells the two apart.", ""]
-        if c["within_noise"]:
-            lines += [f"d_i does not exceed the current template's own noise at `{c['node']}` by more than "
-                      f"epsilon = {fmt(c['epsilon'])}: nothing to re-evaluate.", ""]
-        elif c["re_evaluate"]:
-            lines += ["**Re-evaluate** (impact set):", ""]
-            lines += [f"- `{m['node']}`: {'; '.join(m['reasons'])}" for m in c["re_evaluate"]] + [""]
-        else:
-            lines += ["The profile's impact set is empty at this alpha: nothing to re-evaluate.", ""]
-        if c["moved"]:
-            lines += ["Measured: the distance rose at " + ", ".join(f"`{v}`" for v in c["moved"]) + ".", ""]
+        lines += _candidate(c)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _count(x: Any) -> str:
+    """A number of ``gate.json`` as it was written (escaped when it is not a number)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return md_text(x)
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def _candidate(c: Mapping[str, Any]) -> list[str]:
+    node = md_code(c["node"])
+    lines = [f"### {md_code(c['template'])} at node {node}: {md_text(str(c['verdict']).upper())}", "",
+             f"Candidate {md_code(c['path'])}; {_count(c['probes'])} probes over {_count(c['inputs'])} inputs, "
+             f"{_count(c['pairs']['candidate'])} replays per arm. Means with 95% intervals (bootstrap over "
+             "probe inputs); the difference is that of the means over the same resamples (replay by replay "
+             "where both arms measured the node in every replay).", ""]
+    table = [(f"d_i ({md_text(c['node'])})", c["d_i"])]
+    table += [(f"  field {md_text(f)}", row) for f, row in c.get("fields", {}).items()]
+    table += [(f"{md_text(k)} rate", v) for k, v in c["rates"].items()]
+    table += [(f"d ({md_text(v)})", row) for v, row in c["downstream"].items()]
+    lines += md_table(["measure", "candidate", "current template", "candidate - current"],
+                      [[name, _interval(row["candidate"]), _interval(row["current"]), _signed(row["difference"])]
+                       for name, row in table], "lrrr")
+    beta = c["beta_shape"]
+    lines += ["", f"beta_shape of {node}: {fmt(beta['value'])} ({md_text(beta['source'])}).", ""]
+    if c["failures"]:
+        lines += ["**Fails:**", ""] + [f"- {md_text(f)}" for f in c["failures"]] + [""]
+        if c.get("rates_only_within_noise"):
+            lines += [f"Only the rates fail, and d_i at {node} is within the current template's own "
+                      "noise: the rate test's false alarm (about 1 in 40 changes that move nothing, per rate) "
+                      "is possible. Gating again at another `--seed` tells the two apart.", ""]
+    if c["within_noise"]:
+        lines += [f"d_i does not exceed the current template's own noise at {node} by more than "
+                  f"epsilon = {fmt(c['epsilon'])}: nothing to re-evaluate.", ""]
+    elif c["re_evaluate"]:
+        lines += ["**Re-evaluate** (impact set):", ""]
+        lines += [f"- {md_code(m['node'])}: {'; '.join(md_text(r) for r in m['reasons'])}"
+                  for m in c["re_evaluate"]] + [""]
+    else:
+        lines += ["The profile's impact set is empty at this alpha: nothing to re-evaluate.", ""]
+    if c["moved"]:
+        lines += ["Measured: the distance rose at " + ", ".join(md_code(v) for v in c["moved"]) + ".", ""]
+    return lines
 
 
 def gate_junit(data: Mapping[str, Any]) -> str:
     """The gate's verdict as JUnit XML: one test case per candidate template."""
     cases = []
     for c in data["candidates"]:
-        name = quoteattr(f"{c['template']} ({c['node']})")
+        name = quoteattr(xml_text(f"{c['template']} ({c['node']})"))
         if c["verdict"] == "fail":
-            message = quoteattr("; ".join(c["failures"]))
-            body = escape("\n".join(c["failures"]))
+            message = quoteattr(xml_text("; ".join(c["failures"])))
+            body = escape(xml_text("\n".join(c["failures"])))
             cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
                          f'    <failure message={message} type="gate">{body}</failure>\n  </testcase>')
         else:
-            out = escape("re-evaluate: " + (", ".join(m["node"] for m in c["re_evaluate"]) or "nothing"))
+            out = escape(xml_text("re-evaluate: " + (", ".join(m["node"] for m in c["re_evaluate"]) or "nothing")))
             cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
                          f'    <system-out>{out}</system-out>\n  </testcase>')
     failures = sum(c["verdict"] == "fail" for c in data["candidates"])
