@@ -464,8 +464,8 @@ def _open(name: str, kind: str | None, input: Any) -> _NodeCall | None:
     if run is None or meta is None or current_builder.get() is not run.builder:
         return None
     inputs = {"state": to_json(input)}
-    settle = kind is None
-    if kind is None:
+    settle = False
+    if kind is None:  # typed by what it did: in a replay, as the recording typed it
         kind = _recorded_kind(run.builder, name, inputs)
         settle = kind is None
     step, path = meta
