@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import errno as errnos
-import fcntl
 import json
 import logging
 import os
@@ -43,9 +42,15 @@ import time
 from collections.abc import Callable, Iterator
 from io import TextIOWrapper
 from pathlib import Path
-from types import TracebackType
 
 from quiver._errors import OutputError
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: folders are not locked
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("quiver.outdir")
 
 __all__ = ["LOCK_FILE", "MARKER_FILE", "WRITE_ERRNOS", "LogFile", "OutputFile", "OutputFolder", "check_database",
            "check_owner", "make_folder", "mark_folder", "open_output", "output_errors", "real_path", "replace",
@@ -60,7 +65,11 @@ WRITE_ERRNOS = frozenset({errnos.ENOSPC, errnos.EDQUOT, errnos.EFBIG, errnos.ERO
 """The system's refusals of a write that a command reports in one line, with the way out."""
 _FULL = frozenset({errnos.ENOSPC, errnos.EDQUOT, errnos.EFBIG})
 _CLOSED = frozenset({errnos.EROFS, errnos.EACCES, errnos.EPERM})
-_WRITE = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_WRITE = os.O_WRONLY | _NOFOLLOW
+_UNLOCKABLE = frozenset({errnos.ENOLCK, errnos.EOPNOTSUPP, errnos.ENOSYS})
+"""``flock`` refused by the file system itself (some network file systems): the command
+goes on unlocked, and says so."""
 _SIDES = ("-wal", "-shm", "-journal")
 
 # --------------------------------------------------------------------------- where a write lands
@@ -161,13 +170,6 @@ class OutputFile:
         with self._refusals():
             self._fh.flush()
             os.fsync(self._fh.fileno())
-
-    def fileno(self) -> int:
-        return self._fh.fileno()
-
-    @property
-    def closed(self) -> bool:
-        return self._fh.closed
 
     def close(self) -> None:
         try:
@@ -435,8 +437,10 @@ def _in_use(folder: Path, lock: str, flag: str) -> OutputError:
 def _probe(folder: Path, flag: str) -> None:
     """Raise :func:`_in_use` when another process holds the folder's lock (writes nothing)."""
     lock = str(folder / LOCK_FILE)
+    if fcntl is None:
+        return
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(lock, os.O_RDONLY | _NOFOLLOW)
     except OSError:
         return  # no lock file, or none this process can read: taking the lock will tell
     try:
@@ -455,22 +459,26 @@ def _lock(folder: Path, command: str, flag: str) -> int:
     target = real_path(lock)
     while True:
         try:
-            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
         except OSError as exc:
             raise write_error(exc, folder, "write into") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise _in_use(folder, target, flag) from None
         except OSError as exc:
-            os.close(fd)
-            raise write_error(exc, lock, "lock") from None
+            if exc.errno not in _UNLOCKABLE:
+                os.close(fd)
+                raise write_error(exc, lock, "lock") from None
+            log.warning("%s cannot be locked (%s): another command writing into the folder meanwhile would not be "
+                        "stopped", lock, exc.strerror)
         held, now = os.fstat(fd), _stat(target)
         if now is not None and (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
             break
         os.close(fd)  # its holder removed it after this process opened it: lock the one there now
-    holder = {"pid": os.getpid(), "command": f"quiver {command}", "since": time.time(), "argv": sys.argv}
+    holder = {"pid": os.getpid(), "command": f"quiver {command}", "since": time.time()}
     try:
         os.ftruncate(fd, 0)
         os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
@@ -541,8 +549,7 @@ class OutputFolder:
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._leave()
 
     def _leave(self) -> None:
