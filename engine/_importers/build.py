@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from quiver._canonical import canonical_json, content_hash, to_jsonable
 from quiver._errors import QuiverError
-from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, ToolStep, Trace, write_traces
+from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, Redactor, ToolStep, Trace, write_traces
 
 from .common import (
     NOTHING,
@@ -92,9 +92,11 @@ class ImportResult:
             "problems": [p.to_json() for p in self.problems],
         }
 
-    def write(self, path: str | os.PathLike[str]) -> int:
-        """Write the traces as a v1 corpus (JSONL); returns how many were written."""
-        return write_traces(path, self.traces)
+    def write(self, path: str | os.PathLike[str], *, redactor: Redactor | None = None) -> int:
+        """Write the traces as a v1 corpus (JSONL), through ``redactor`` (default: the
+        built-in rules; tags, attributes kept in tags, messages and tool arguments and
+        responses alike); returns how many were written."""
+        return write_traces(path, self.traces, redactor=redactor or Redactor())
 
 
 def import_traces(

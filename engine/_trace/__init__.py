@@ -3,7 +3,9 @@
 * ``model``: :class:`Trace`, :class:`NodeCall` and the replay-contract records;
 * ``io``: streaming JSONL reading (a bad line costs only itself, a damaged file gives
   the lines before the damage and one error) and byte-stable writing;
-* ``redact``: secrets removed when anything is written, never later;
+* ``redact``: secrets removed when anything is written, never later (the kinds it knows
+  in ``secret_kinds``);
+* ``redact_output``: one redaction boundary for what a process logs and prints;
 * ``diff``: field diffs between a recorded and a replayed call, and replay divergences.
 """
 
@@ -40,7 +42,15 @@ from .model import (
     printable,
     trace_json_schema,
 )
-from .redact import RedactingFilter, RedactionConfig, Redactor
+from .redact import SECRET_KINDS, RedactingFilter, RedactionConfig, Redactor, SecretKind, known_secrets_redactor
+from .redact_output import (
+    RedactingStream,
+    output_redactor,
+    redact_process_output,
+    redacted_console,
+    redacted_logs,
+    split_lines,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -72,6 +82,15 @@ __all__ = [
     "RedactionConfig",
     "Redactor",
     "RedactingFilter",
+    "SECRET_KINDS",
+    "SecretKind",
+    "known_secrets_redactor",
+    "redacted_logs",
+    "redacted_console",
+    "redact_process_output",
+    "output_redactor",
+    "RedactingStream",
+    "split_lines",
     "FieldDiff",
     "Divergence",
     "TargetReport",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from traceback import format_exception
 from typing import Any
 
 from quiver._errors import QuiverError
+from quiver._trace import Redactor, output_redactor
 
 from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, run_jobs
 
@@ -21,20 +24,52 @@ log = logging.getLogger("quiver.executor")
 class _ReplayActor:
     """A Ray actor: one process of replays, ``threads`` calls at once (the actor's
     ``max_concurrency``), each call a batch of jobs replayed in turn. It imports what
-    replays need when it starts, before the campaign hands it any job."""
+    replays need when it starts, before the campaign hands it any job.
 
-    def __init__(self) -> None:
+    Nothing leaves its process unredacted (:mod:`._redirect`): from its start, what it
+    prints and logs (and what native code writes to its standard output and error) goes
+    through the redactor it was made with, the one the driver had then (the built-in
+    rules and the run's secrets); a call adds its context's redactor before its first
+    job; the errors a call returns or raises are redacted by that redactor.
+
+    Args:
+        redaction: The driver's redactor (:meth:`~quiver.Redactor.to_json`).
+    """
+
+    def __init__(self, redaction: dict[str, Any] | None = None) -> None:
+        from ._redirect import redact_worker_output
+
+        redact_worker_output(redaction)
         import quiver.perturbations
         import quiver.replay._replayer  # noqa: F401  (the replayer, the LLM client and the SDK)
+
+        self._redactors: dict[str, Redactor] = {}
 
     def replay(self, context: ReplayContext, jobs: list[ReplayJob]) -> dict[str, Any]:
         """Replay ``jobs`` in turn; report which node ran them and how long it took."""
         import ray
 
+        redactor = self._redactor(context)
         start = time.perf_counter()
-        results = run_jobs(context, jobs)
-        return {"node": ray.get_runtime_context().get_node_id(), "results": results,
+        try:
+            results = run_jobs(context, jobs)
+        except Exception as exc:  # what reaches the driver (and Ray's logs) holds no secret
+            raise QuiverError(redactor.text(f"replays failed in a Ray worker: {''.join(format_exception(exc))}")) \
+                from None
+        return {"node": ray.get_runtime_context().get_node_id(),
+                "results": [(job_id, redactor.data(r) if "error" in r else r) for job_id, r in results],
                 "seconds": time.perf_counter() - start}
+
+    def _redactor(self, context: ReplayContext) -> Redactor:
+        """The context's redactor, its secrets added to what this process's output is
+        redacted with (once per redaction)."""
+        from ._redirect import redact_worker_output
+
+        key = json.dumps(context.redaction, sort_keys=True)
+        found = self._redactors.get(key)
+        if found is None:
+            found = self._redactors[key] = redact_worker_output(context.redaction)
+        return found
 
 
 @executor("ray")
@@ -156,7 +191,8 @@ class RayExecutor(Executor):
             num_cpus=self.task_cpus, max_concurrency=self.threads, max_restarts=self.max_retries,
             max_task_retries=0, scheduling_strategy="SPREAD",
         )
-        self._handles = [cls.remote() for _ in range(n)]
+        redaction = output_redactor().to_json()  # the built-in rules and the secrets the run's redactors hold
+        self._handles = [cls.remote(redaction) for _ in range(n)]
 
     def close(self) -> None:
         """Stop the actors."""
