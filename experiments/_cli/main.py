@@ -17,6 +17,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import analyze, attribute, compare, diff, gate, imports, record, replay, report, run, schema, sim, validate
 from .common import EXIT_CANNOT_RUN, EXIT_INTERRUPTED
@@ -27,11 +28,21 @@ COMMANDS = (record, analyze, diff, compare, attribute, replay, run, gate, report
 """The command modules, in the order ``quiver --help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``quiver`` and of its commands (``add_subparsers`` makes its own kind):
+    an error message, which quotes the arguments given, is printed redacted."""
+
+    def error(self, message: str) -> NoReturn:
+        from quiver._trace import output_redactor
+
+        super().error(output_redactor().text(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``quiver`` command."""
     from quiver import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="quiver",
         description=(
             "QUIVER engine: record, analyse and perturb compound LLM pipelines. "
@@ -52,6 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setLevel(logging.WARNING)  # INFO goes to the run's log file only
     parser = build_parser()
     args = parser.parse_args(argv)
+    from quiver._trace import redacted_console
+
+    with redacted_console():  # every line printed, every record logged, from here on
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command ``args`` name; returns the exit code."""
     from quiver._errors import QuiverError
     from quiver._interrupt import signals_interrupt
 
@@ -60,6 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.handler(args))
     except QuiverError as exc:
         print(f"quiver {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    except OSError as exc:  # a disk that refused a write where no command said what to do
+        from quiver._outdir import WRITE_ERRNOS, write_error
+
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        print(f"quiver {args.command}: error: {write_error(exc, exc.filename or 'a file')}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the message says what was kept
         said = str(exc)
