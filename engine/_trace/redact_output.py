@@ -176,7 +176,8 @@ def redacted_console() -> Iterator[None]:
     hook stays: it only redacts)."""
     end = redact_process_output()
     out, err = sys.stdout, sys.stderr
-    wrapped_out, wrapped_err = cast(TextIO, RedactingStream(out)), cast(TextIO, RedactingStream(err))
+    wrapped_out = cast(TextIO, RedactingStream(out)) if out is not None else out  # None: no console at all
+    wrapped_err = cast(TextIO, RedactingStream(err)) if err is not None else err
     sys.stdout, sys.stderr = wrapped_out, wrapped_err
     if sys.excepthook is sys.__excepthook__:
         sys.excepthook = _redacted_excepthook
@@ -185,7 +186,8 @@ def redacted_console() -> Iterator[None]:
     finally:
         for wrapped in (wrapped_out, wrapped_err):
             with contextlib.suppress(Exception):  # a closed pipe: nothing more can be shown
-                wrapped.flush()
+                if wrapped is not None:
+                    wrapped.flush()
         if sys.stdout is wrapped_out:
             sys.stdout = out
         if sys.stderr is wrapped_err:
