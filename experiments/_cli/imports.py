@@ -8,9 +8,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import EXIT_OK, EXIT_PROBLEMS, LazyChoices
+
+if TYPE_CHECKING:
+    from quiver._trace import Redactor
 
 __all__ = ["add_parser", "run_import", "run_export"]
 
@@ -32,7 +35,8 @@ def add_parser(sub: Any) -> None:
             "start time, models, prompts, retrieval sets and tool steps into the replay-contract "
             "fields. Attributes that cannot be mapped are kept in each call's tags. Prints what "
             "was mapped and what was not, and every problem (truncated JSON, duplicated span ids, "
-            "missing parents) with its location and span id; exit 1 when there were problems."
+            "missing parents) with its location and span id; exit 1 when there were problems. Secrets and "
+            "e-mail addresses in the spans are removed before anything is written (--redact)."
         ),
     )
     imp.add_argument(
@@ -53,6 +57,14 @@ def add_parser(sub: Any) -> None:
         help="how a node is named: name (the default: the span name), kind+name, or attribute.KEY",
     )
     imp.add_argument("--summary", type=Path, metavar="FILE", help="also write the import summary as JSON here")
+    imp.add_argument(
+        "--redact", type=Path, metavar="FILE.yaml",
+        help="what is removed from the traces, the summary and the console before anything is written: a YAML "
+             "file with a redact: block as in a spec (a spec itself will do; its other keys are not read): "
+             "patterns, literals, fields, and each built-in kind switched on or off. Without it, the built-in "
+             "rules apply: API keys and tokens, private keys, passwords in URLs and in password=/secret=/token= "
+             "assignments, bearer tokens, JWTs, e-mail addresses, ... (README, Redaction)",
+    )
     imp.add_argument(
         "--dspy-program", type=Path, metavar="FILE",
         help="openinference spans of a DSPy program: the JSON its program.save(FILE) wrote, so that each "
@@ -95,19 +107,21 @@ def _writing(path: Path) -> Iterator[None]:
 def run_import(args: argparse.Namespace) -> int:
     """Run ``quiver import``; return the exit code."""
     from quiver import QuiverError, import_traces
+    from quiver._outdir import make_folder, write_text
 
     if args.dspy_program is not None and args.format != "openinference":
         raise QuiverError(f"--dspy-program names DSPy predictors in openinference spans, not in {args.format} "
                           "spans; drop it or import with the openinference format")
+    redactor = _redactor(args.redact)
     result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name,
                            dspy_program=args.dspy_program)
     with _writing(args.out):
-        written = result.write(args.out)
-    summary = result.summary()
+        written = result.write(args.out, redactor=redactor)
+    summary = redactor.data(result.summary())  # the file and the console lines alike
     if args.summary is not None:
         with _writing(args.summary):
-            args.summary.parent.mkdir(parents=True, exist_ok=True)
-            args.summary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            make_folder(args.summary.parent)
+            write_text(args.summary, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     mapped, kept = summary["attributes"]["mapped"], summary["attributes"]["kept_in_tags"]
     print(
         f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s) into {written} trace(s) "
@@ -121,11 +135,29 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"kept in tags: {shown}{more}")
     print(f"corpus: {args.out}")
     for problem in result.problems:
-        print(problem, file=sys.stderr)
+        print(redactor.text(str(problem)), file=sys.stderr)
     if result.problems:
         print(f"{len(result.problems)} problem(s) found; what could be read was imported", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _redactor(path: Path | None) -> Redactor:
+    """What an import removes: the ``redact:`` block of the YAML file ``path`` (a spec's
+    will do; its other keys are not read), or the built-in rules."""
+    from pydantic import BaseModel, ConfigDict
+
+    from quiver._trace import RedactionConfig, Redactor
+    from quiver._yamlspec import load_spec
+
+    if path is None:
+        return Redactor()
+
+    class RedactBlock(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        redact: RedactionConfig
+
+    return Redactor(load_spec(RedactBlock, path).redact)
 
 
 def run_export(args: argparse.Namespace) -> int:

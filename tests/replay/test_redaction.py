@@ -1,16 +1,24 @@
-"""A secret passed through a pipeline never reaches disk or the logs."""
+"""A secret passed through a pipeline never reaches disk or the logs; every built-in kind
+is recognised and named, and nothing of the engine's own is taken for a secret."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
-from quiver import RedactionConfig, Redactor, iter_traces
+import pytest
+from pipelines.planted_secrets import ALL_PLANTED, API_KEY, EMAIL, HARMLESS, PLANTED
 
-API_KEY = "sk-test-51HfakeKEYabcdefghijklmnopqrstu"
-EMAIL = "jane.doe@example.com"
+from quiver import RedactingFilter, RedactionConfig, Redactor, iter_traces
+from quiver._trace.redact import SECRET_KINDS
+from quiver._trace.redact_output import RedactingStream, redacted_logs
+
 CUSTOM = "zz-custom-secret-778899"
 
 
@@ -42,7 +50,7 @@ def test_secrets_reach_no_file_and_no_log(pipelines_dir: Path, tmp_path: Path) -
     # the secrets were there, and were replaced, in prompts, tool args, outputs and errors
     ok = next(t for t in traces if t.status == "ok")
     crm = next(c for c in ok.calls if c.node == "crm")
-    assert crm.tool is not None and crm.tool.args == {
+    assert crm.tool is not None and {k: v for k, v in crm.tool.args.items() if k != "vault"} == {
         "api_key": "[REDACTED:api_key]", "customer": "[REDACTED:email]", "custom": "[REDACTED:secret]"
     }
     answer = next(c for c in ok.calls if c.node == "answer")
@@ -50,7 +58,9 @@ def test_secrets_reach_no_file_and_no_log(pipelines_dir: Path, tmp_path: Path) -
     assert ok.output["key"] == "[REDACTED:api_key]"
     failed = next(t for t in traces if t.status == "failed")
     assert failed.error is not None and "[REDACTED:api_key]" in failed.error.message
-    assert "[REDACTED:email]" in (out / "record.log").read_text()
+    log = (out / "record.log").read_text()
+    assert "[REDACTED:email]" in log and "[REDACTED:private_key]" in log
+    assert "Traceback" in log and "Stack (most recent call last)" in log  # the pipeline's own, redacted
 
 
 def test_field_paths_and_user_patterns() -> None:
@@ -93,6 +103,10 @@ def test_encode_agrees_with_the_walk_string_by_string() -> None:
         "plain text", "Bearer\tabcDEF123.xyz", "bearer\nabc", "Authorization: BEARER  tok=", API_KEY, EMAIL,
         literal, f"x{literal}y", "caf\u00e9 \u2003 \"quoted\" back\\slash", "ghp_" + "a" * 36, "x@y", "\u00e9@x.org",
         "sk-short", "AKIA" + "B" * 16, "line\nbreak\ttab", "",
+        # every kind, and the forms JSON escapes between a key name and its value
+        *(text for _, text, _ in PLANTED.values()), *HARMLESS.values(), "password\t=\thunter22", 'secret":\t"abc123"',
+        "api-key: 'k-1234'", 'AccountKey\t= ' + "A" * 40, "redis://:pw12345@cache:6379", "PRIVATE KEY",
+        "https://x.example/?a=1&sig=" + "b" * 20, "token=512", "eyJ" + "a" * 12 + "." + "b" * 12 + ".c",
     ]
     rng = random.Random(7)
     quick = 0
@@ -122,3 +136,161 @@ def test_encode_walks_whenever_user_patterns_or_fields_are_set() -> None:
     redactor = Redactor(RedactionConfig(fields=["**.password"]))
     redacted, _ = redactor.encode({"user": {"password": "hunter2"}})
     assert redacted == {"user": {"password": "[REDACTED:field]"}}
+
+
+def test_every_kind_is_found_and_named_in_its_replacement() -> None:
+    """Each planted secret is removed, its replacement naming its kind; all of them in one
+    text too, and in the JSON text of data holding them."""
+    redactor = Redactor()
+    for name, (kind, text, secret) in PLANTED.items():
+        out = redactor.text(f"see {text} here")
+        assert secret not in out and f"[REDACTED:{kind}]" in out, (name, out)
+    everything = redactor.text(ALL_PLANTED)
+    assert all(secret not in everything for _, _, secret in PLANTED.values())
+    _, text = redactor.encode({"args": {"vault": ALL_PLANTED}, "tags": [ALL_PLANTED]})
+    assert all(json.dumps(secret)[1:-1] not in text for _, _, secret in PLANTED.values())
+
+
+def test_each_kind_is_switched_off_on_its_own() -> None:
+    """``RedactionConfig`` has a switch per kind, named as :data:`SECRET_KINDS` says; with
+    it off, that kind's replacement no longer appears and the others still do."""
+    assert {kind.name for kind in SECRET_KINDS} == {kind for kind, _, _ in PLANTED.values()} | {
+        "azure_sas", "npm_token", "twilio_key"} - {"secret"}
+    for kind in SECRET_KINDS:
+        off = Redactor(RedactionConfig(**{kind.switch: False}))
+        out = off.text(ALL_PLANTED)
+        assert f"[REDACTED:{kind.name}]" not in out, kind.name
+        assert "[REDACTED:" in out
+
+
+def test_values_of_the_engine_are_not_taken_for_secrets() -> None:
+    """Content hashes, UUIDs, trace ids, sample keys, base64 embeddings, token counts and
+    prose about passwords come out as they went in: replay compares them."""
+    redactor = Redactor()
+    for name, value in HARMLESS.items():
+        assert redactor.text(value) == value, name
+    data = {"calls": [{"input_hash": HARMLESS["content hash"], "output": dict(HARMLESS)}], "tags": {"k": "v"}}
+    assert redactor.encode(data)[0] is data  # the quick check saw nothing to walk for
+    recorded = json.loads((Path(__file__).parents[1] / "data" / "trace_example.json").read_text())
+    assert redactor.encode(recorded)[0] is recorded
+
+
+def test_a_replacement_is_not_redacted_again() -> None:
+    """Redacting twice gives what redacting once gave (a replay is compared in redacted
+    form with a recording that was redacted when written), whatever the replacement."""
+    for replacement in ("[REDACTED:{kind}]", "<{kind}>", "***"):
+        redactor = Redactor(RedactionConfig(replacement=replacement))
+        once = redactor.text(ALL_PLANTED + " password=hunter2 https://u:pw123@h.example")
+        assert redactor.text(once) == once, replacement
+
+
+def test_log_records_are_redacted_with_their_traceback_and_stack() -> None:
+    """Within ``redacted_logs``, a record is redacted whatever handler writes it: its
+    arguments (the format string kept when that is enough), its exception's traceback and
+    its stack; a record whose arguments do not fit its format still fails where logging
+    reports it."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("quiver.test.redaction")
+    logger.addHandler(handler)
+    logger.propagate = False
+    kept: list[logging.LogRecord] = []
+    handler.addFilter(lambda record: kept.append(record) or True)
+    try:
+        with redacted_logs(Redactor(literals=[CUSTOM])):
+            try:
+                raise RuntimeError(f"rejected {ALL_PLANTED} {CUSTOM}")
+            except RuntimeError as exc:
+                logger.error("trace %s failed: %s", "t1", exc, exc_info=True, stack_info=True)
+            logger.warning(f"formatted before: {API_KEY}")
+            logger.warning("a number %d", "not a number")  # a bad record: logging reports it, as ever
+        logger.warning("after the block: %s", EMAIL)
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    written = stream.getvalue()
+    assert all(secret not in written.split("after the block")[0] for _, _, secret in PLANTED.values())
+    assert CUSTOM not in written and "[REDACTED:secret]" in written and "Traceback" in written
+    assert "Stack (most recent call last)" in written and kept[0].msg == "trace %s failed: %s"
+    assert f"after the block: {EMAIL}" in written  # outside a block, and no console: as it was
+
+
+def test_the_redacting_filter_covers_tracebacks_too() -> None:
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "%s", (API_KEY,), None, None, f"stack {EMAIL}")
+    try:
+        raise ValueError(API_KEY)
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    RedactingFilter(Redactor()).filter(record)
+    text = logging.Formatter().format(record)
+    assert API_KEY not in text and EMAIL not in text and "ValueError: [REDACTED:api_key]" in text
+
+
+def test_a_stream_is_redacted_line_by_line() -> None:
+    """A secret written in pieces is held until its line ends; a line rewritten in place
+    (``\\r``) shows at once; flush passes on what is held."""
+    out = io.StringIO()
+    stream = RedactingStream(out, lambda: Redactor())
+    stream.write(API_KEY[:10])
+    assert out.getvalue() == ""
+    stream.write(API_KEY[10:] + " done\nprogress 1/2\r")
+    assert out.getvalue() == "[REDACTED:api_key] done\nprogress 1/2\r"
+    stream.write(f"tail {EMAIL}")
+    stream.flush()
+    assert out.getvalue().endswith("tail [REDACTED:email]")
+
+
+@pytest.mark.parametrize("where", ["stdout", "stderr"])
+def test_a_worker_process_output_is_redacted_at_its_file_descriptors(where: str, tmp_path: Path) -> None:
+    """What a Ray worker process writes to file descriptors 1 and 2 (Python's streams, a
+    handler made before, native code's ``write``) and logs is redacted before it reaches
+    the file its descriptors pointed to."""
+    target = tmp_path / "worker.log"
+    code = textwrap.dedent(f"""
+        import logging, os, sys
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+        from pipelines.planted_secrets import ALL_PLANTED
+        early = logging.StreamHandler(sys.{where})
+        logging.getLogger().addHandler(early)
+        from quiver.replay._executors._redirect import redact_worker_output
+        redact_worker_output({{"config": {{}}, "literals": ["{CUSTOM}"]}})
+        fd = 1 if "{where}" == "stdout" else 2
+        print("python", ALL_PLANTED, "{CUSTOM}", file=sys.{where}, flush=True)
+        os.write(fd, ("native " + ALL_PLANTED + "\\n").encode())
+        logging.getLogger("w").warning("logged %s", ALL_PLANTED)
+        sys.{where}.flush()
+        os.write(fd, b"end\\n")
+    """)
+    with target.open("wb") as fh:
+        subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=fh, check=True, timeout=60)
+    written = target.read_text()
+    assert "python" in written and "native [REDACTED:" in written and "logged [REDACTED:" in written
+    assert all(secret not in written for _, _, secret in PLANTED.values()) and CUSTOM not in written
+
+
+def test_import_redacts_with_a_redact_block_or_the_built_in_rules(tmp_path: Path) -> None:
+    """``quiver import --redact FILE.yaml`` applies the file's ``redact:`` block (its own
+    patterns; e-mail addresses kept when switched off); a block that is wrong is one line
+    naming the file, the line and the field, exit 2."""
+    fixture = Path(__file__).parents[1] / "data" / "traces" / "openinference"
+    attrs = json.loads((fixture / "openinference_client_span_tool_calls.json").read_text(encoding="utf-8"))
+    attrs["llm.input_messages.0.message.contents.0.message_content.text"] = f"order ACME-123456 for {EMAIL} {API_KEY}"
+    spans = tmp_path / "spans.json"
+    spans.write_text(json.dumps(attrs), encoding="utf-8")
+    block = tmp_path / "redact.yaml"
+    block.write_text('redact:\n  patterns: ["ACME-[0-9]{6}"]\n  emails: false\n')
+    cli = [sys.executable, "-m", "quiver.experiments._cli", "import", "openinference", str(spans)]
+    proc = subprocess.run([*cli, "--out", str(tmp_path / "a.jsonl"), "--redact", str(block)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    written = (tmp_path / "a.jsonl").read_text()
+    assert "ACME-123456" not in written and API_KEY not in written and EMAIL in written
+    proc = subprocess.run([*cli, "--out", str(tmp_path / "b.jsonl")], capture_output=True, text=True, timeout=120)
+    written = (tmp_path / "b.jsonl").read_text()
+    assert proc.returncode == 0 and EMAIL not in written and "ACME-123456" in written
+    block.write_text("redact:\n  emails: maybe\n")
+    proc = subprocess.run([*cli, "--out", str(tmp_path / "c.jsonl"), "--redact", str(block)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f'quiver import: error: {block}:2: redact.emails: Input should be a valid boolean, unable to interpret '
+        'input, got "maybe"']
