@@ -162,8 +162,9 @@ def _quantile_bins(magnitude: np.ndarray) -> list[np.ndarray]:
         if len(bins[-1]) >= n / k:
             bins.append([])
         bins[-1] += order[s:e].tolist()
-    if len(bins) > 1 and len(bins[-1]) < MIN_BIN_PAIRS:
-        bins[-2] += bins.pop()
+    if len(bins) > 1 and len(bins[-1]) < MIN_BIN_PAIRS:  # too small a last bin joins the one before it
+        last = bins.pop()
+        bins[-1] += last
     return [np.array(sorted(b), dtype=np.int64) for b in bins]
 
 

@@ -537,3 +537,16 @@ def test_the_report_renders_every_perturbation_and_the_validation_table(corpus: 
     assert "| D_shape > 0 |" in text and "mean d(composer) given D_shape > 0" in text
     assert "## Bifurcation thresholds" in text and "## Negative controls" in text
     assert text.endswith("\n") and "None" not in text
+
+
+@pytest.mark.parametrize("n", [20, 21, 39, 41, 57, 80, 99])
+def test_quantile_bins_hold_every_pair_once_when_the_last_bin_joins_the_one_before(n: int) -> None:
+    """Ties make bins uneven; a last bin under MIN_BIN_PAIRS joins the bin before it (it
+    once overwrote the bin before that instead, or raised with two bins)."""
+    from quiver._interventional.betas import MIN_BIN_PAIRS, _quantile_bins
+
+    magnitude = np.array([round(i / 7, 0) / 10 for i in range(n)], dtype=np.float64)  # runs of ties
+    bins = _quantile_bins(magnitude)
+    joined = np.sort(np.concatenate(bins))
+    assert joined.tolist() == list(range(n))
+    assert all(len(b) >= MIN_BIN_PAIRS for b in bins) or len(bins) == 1
