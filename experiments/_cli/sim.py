@@ -11,7 +11,8 @@ from .common import EXIT_OK
 __all__ = ["add_parser", "command"]
 
 _FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connections",
-          "max_body_bytes": "--max-body-bytes", "nondeterminism": "--nondeterminism", "port": "--port"}
+          "max_body_bytes": "--max-body-bytes", "nondeterminism": "--nondeterminism", "port": "--port",
+          "request_timeout_s": "--request-timeout", "max_pending_connections": "--max-pending-connections"}
 """The flag that sets a SimulatorConfig field, for error messages."""
 
 
@@ -22,7 +23,8 @@ def add_parser(sub: Any) -> None:
         help="serve the OpenAI-compatible LLM simulator on loopback",
         description=(
             "Serve the bundled simulator (/v1/chat/completions, /v1/models) on loopback "
-            "until interrupted. It refuses any non-loopback address."
+            "until interrupted. It refuses any non-loopback address, and requests for another host "
+            "(421) or from a web page (403: another Origin, a cross-site fetch, a POST that is not JSON)."
         ),
     )
     sim.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
@@ -36,6 +38,12 @@ def add_parser(sub: Any) -> None:
                      help="connections served at once; one more gets 503 with Retry-After (default 1024)")
     sim.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, metavar="BYTES",
                      help="larger request bodies get 413 before they are read (default 8 MiB)")
+    sim.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="close a connection whose request is not whole this long after it began, however "
+                          "steadily it trickles in (default 10)")
+    sim.add_argument("--max-pending-connections", type=int, default=1024, metavar="N",
+                     help="connections still sending their first request kept at most; the oldest is closed "
+                          "to make room (default 1024)")
 
     sim.set_defaults(handler=command)
 
@@ -58,7 +66,8 @@ def command(args: argparse.Namespace) -> int:
         config = SimulatorConfig(
             host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults,
             read_timeout_s=args.read_timeout, max_connections=args.max_connections,
-            max_body_bytes=args.max_body_bytes,
+            max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
+            max_pending_connections=args.max_pending_connections,
         )
     except ValidationError as exc:
         error = exc.errors()[0]
