@@ -357,9 +357,11 @@ def _page(out: Path, kind: str, files: Sequence[tuple[str, int]] | None) -> str:
 
 
 def folder_files(folder: Path) -> list[tuple[str, int]]:
-    """The files at the top of ``folder`` (SQLite's side files left out) with their sizes."""
+    """The files at the top of ``folder`` (SQLite's side files and the engine's own
+    dot-files, its lock and mark, left out) with their sizes."""
     out = []
     for p in sorted(folder.iterdir()):
-        if p.is_file() and not p.name.endswith(("-wal", "-shm", ".tmp")) and p.name != HTML_FILE:
+        if p.is_file() and not p.name.endswith(("-wal", "-shm", ".tmp")) and p.name != HTML_FILE \
+                and not p.name.startswith("."):
             out.append((p.name, p.stat().st_size))
     return out
