@@ -96,12 +96,15 @@ def add_parser(sub: Any) -> None:
 def _writing(path: Path) -> Iterator[None]:
     """A file that cannot be written is one error naming it (not a traceback)."""
     from quiver import QuiverError
+    from quiver._errors import OutputError
 
+    way_out = "give a file in a folder you can write to"
     try:
         yield
+    except OutputError as exc:  # the writer's own words (a link, a full disk), with the way out
+        raise exc.with_way_out(way_out) from None
     except OSError as exc:
-        raise QuiverError(f"{path}: cannot be written ({exc.strerror or exc}); give a file in a folder you can "
-                          "write to") from None
+        raise QuiverError(f"cannot write {path}: {exc.strerror or exc}; {way_out}") from None
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -326,5 +326,5 @@ def test_an_output_that_cannot_be_written_is_one_error_line(tmp_path: Path, wher
         argv += ["--summary", str(folder)]
     result = run_cli(argv)
     assert result.code == 2
-    assert result.error_lines() == [f"quiver import: error: {folder}: cannot be written (Is a directory); "
+    assert result.error_lines() == [f"quiver import: error: cannot write {folder}: Is a directory; "
                                     "give a file in a folder you can write to"]
