@@ -131,7 +131,7 @@ def first_divergence_markdown(data: dict[str, Any] | None) -> list[str]:
     names and causes escaped (:func:`quiver._report.markup.md_text`)."""
     if not data:
         return []
-    from quiver._report.markup import md_table, md_text
+    from quiver._report import md_table, md_text
     lines = ["## First divergence: where same-input runs part, and why", "",
              "Each pair of runs on the same input is compared call by call in program order; the first call whose "
              "output or decisions differ is explained from the recorded context (prompt, model, retrieval, tool; "

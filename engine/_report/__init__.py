@@ -18,6 +18,7 @@ from __future__ import annotations
 from .html import HTML_FILE, detect, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
 from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
+from .markup import md_code, md_table, md_text, xml_text
 from .plots import CLASS_COLORS, PLOT_FILES, write_plots
 from .profile import write_profile
 
@@ -39,4 +40,8 @@ __all__ = [
     "PLOT_FILES",
     "CLASS_COLORS",
     "write_profile",
+    "md_code",
+    "md_table",
+    "md_text",
+    "xml_text",
 ]

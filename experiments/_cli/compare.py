@@ -79,7 +79,7 @@ def _est(row: Mapping[str, Any], name: str, signed: bool = False) -> str:
 def compare_markdown(data: Mapping[str, Any]) -> str:
     """The comparison as Markdown, fit for a pull-request comment."""
     from quiver._compare import first_divergence_markdown
-    from quiver._report.markup import md_code, md_table, md_text
+    from quiver._report import md_code, md_table, md_text
 
     verdict = "FAIL" if data["less_consistent"] else "PASS"
     p = data["pairs"]
@@ -113,7 +113,7 @@ def compare_markdown(data: Mapping[str, Any]) -> str:
 
 def compare_junit(data: Mapping[str, Any]) -> str:
     """The comparison as JUnit XML: one test case per node, failing when it became less consistent."""
-    from quiver._report.markup import xml_text
+    from quiver._report import xml_text
 
     cases = []
     for r in data["nodes"]:

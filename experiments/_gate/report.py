@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from quiver._report import fmt, fmt_est
-from quiver._report.markup import md_code, md_table, md_text, xml_text
+from quiver._report import fmt, fmt_est, md_code, md_table, md_text, xml_text
 
 __all__ = ["gate_markdown", "gate_junit"]
 
