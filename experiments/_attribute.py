@@ -35,13 +35,14 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from quiver._canonical import canonical_json
 from quiver._errors import QuiverError
 from quiver._outdir import make_folder, write_text
+from quiver._progress import Progress
 from quiver._stats import Estimate, GroupBootstrap
 from quiver._trace import Trace
 from quiver.replay import LLMClient, Replayer, ReplayMode, ResponseCache, llm
@@ -139,6 +140,9 @@ def attribute(
     concurrency: int = 4,
     resamples: int = 1000,
     progress: Callable[[str], None] | None = None,
+    progress_stream: TextIO | None = None,
+    threshold: float = 0.0,
+    where: str = "attribute",
 ) -> Attribution:
     """Replay ``traces`` under ``frozen``, ``sampling`` and each of ``dimensions`` live in
     turn, and attribute each node's divergence (see the module docstring).
@@ -154,10 +158,16 @@ def attribute(
         concurrency: Replays at once.
         resamples: Bootstrap resamples.
         progress: Called with a condition's name when its replays are done.
+        progress_stream: Where a progress line of the replays goes (None: nowhere).
+        threshold: The share of the traces that must reproduce frozen (a spec's
+            ``fidelity.threshold``); below it, nothing else is replayed.
+        where: Names the spec in that error.
 
     Raises:
         QuiverError: A dimension that is not one of :data:`DIMENSION_CONDITIONS`, or
             ``repeats`` below 1.
+        FidelityError: Fewer than ``threshold`` of the traces reproduce frozen: the
+            message names the first divergence and its likely cause.
     """
     dims = _checked_dimensions(dimensions)
     if repeats < 1:
@@ -166,12 +176,13 @@ def attribute(
     nodes = list(dict.fromkeys(c.node for t in usable for c in t.calls if c.kind != "source"))
     llm_calls: dict[str, int] = {}
     served: dict[str, int] = {}
-    with _cached_client(client or llm()) as cached:
+    bar = Progress("attribution replays", len(usable) * (1 + (1 + len(dims)) * repeats), stream=progress_stream)
+    with _cached_client(client or llm()) as cached, contextlib.closing(bar):
 
         def run(condition: str, repeat: int, baselines: Sequence[Trace]) -> list[Any]:
             replayer = Replayer(pipeline, mode=_MODES[condition], client=cached, seed=seed, run_id="attribute")
             results = replayer.replay_many(baselines, concurrency=concurrency, perturbation_id="attribute",
-                                           repeat=repeat)
+                                           repeat=repeat, progress=lambda done, total: bar.advance(1))
             llm_calls[condition] = llm_calls.get(condition, 0) + sum(r.total_llm_calls for r in results)
             served[condition] = served.get(condition, 0) + sum(r.served_calls for r in results)
             return results
@@ -179,7 +190,9 @@ def attribute(
         frozen = run("frozen", 0, usable)
         if progress is not None:
             progress("frozen")
+        _check_frozen(frozen, threshold, where)
         kept = [r.baseline for r in frozen if r.reproduced]
+        bar.total = len(usable) + len(kept) * (1 + len(dims)) * repeats  # those that did not reproduce are left out
         events = {"frozen": _events([r for r in frozen if r.reproduced], nodes)}
         for condition in ("sampling", *dims):
             events[condition] = _events([r for repeat in range(repeats) for r in run(condition, repeat, kept)], nodes)
@@ -188,6 +201,22 @@ def attribute(
     missing = [r.baseline.trace_id for r in frozen if not r.reproduced]
     rates, increments = _estimates(kept, nodes, events, dims, repeats, seed, resamples)
     return Attribution(nodes, list(dims), rates, increments, len(kept), missing, repeats, llm_calls, served)
+
+
+def _check_frozen(frozen: Sequence[Any], threshold: float, where: str) -> None:
+    """Raise when fewer than ``threshold`` of the frozen replays reproduce."""
+    from quiver.experiments._campaign import FidelityError, divergence_cause
+
+    diverged = [r for r in frozen if not r.reproduced]
+    if not frozen or len(frozen) - len(diverged) >= threshold * len(frozen) - 1e-9:
+        return
+    first = diverged[0]
+    raise FidelityError(
+        f"{where}: the traces do not replay exactly, so the attribution would measure replay errors: "
+        f"{len(diverged)} of {len(frozen)} diverge with every dimension frozen (fidelity.threshold {threshold:g}); "
+        f"the first, {first.baseline.trace_id}: {first.first_divergence.message()}; likely cause: "
+        f"{divergence_cause(first, None)}"
+    )
 
 
 def _checked_dimensions(dimensions: Sequence[str]) -> tuple[str, ...]:
@@ -260,7 +289,7 @@ def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
     """Write ``attribution.json`` and ``attribution.md`` to ``out``; return their paths."""
     make_folder(out)
     js = write_text(out / "attribution.json", json.dumps(result.to_json(), indent=2) + "\n")
-    from quiver._report.markup import md_table, md_text
+    from quiver._report import md_table, md_text
 
     live = result.conditions[1:]
     lines = [
@@ -285,6 +314,7 @@ def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
 
 def campaign_attribution(
     spec: CampaignSpec, pipeline: Callable[..., Any], client: LLMClient, traces: Sequence[Trace], out: Path,
+    stream: TextIO | None = None,
 ) -> tuple[Path, Path] | None:
     """The campaign spec's ``attribution:`` block, run over its baseline ``traces`` after
     the campaign: :func:`attribute` with the block's dimensions and repeats (on at most
@@ -299,6 +329,7 @@ def campaign_attribution(
         usable = [usable[i] for i in sorted(picked)]
     result = attribute(
         usable, pipeline, client=client, repeats=block.repeats, dimensions=block.dimensions, seed=spec.seed,
-        concurrency=spec.executor.concurrency, resamples=spec.analysis.resamples,
+        concurrency=spec.executor.concurrency, resamples=spec.analysis.resamples, progress_stream=stream,
+        threshold=spec.fidelity.threshold, where=f"{spec.name or 'campaign'} attribution",
     )
     return write_attribution(result, out / "attribution")

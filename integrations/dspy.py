@@ -251,7 +251,7 @@ class _Node:
             quiver.retrieved(_passages(output) or [])
         if record is not None and self.prompt is not None and record.prompt is not None \
                 and record.prompt.template_id is None:
-            t = self.prompt.instructions
+            t = get_template(self.prompt.instructions.id)  # a replay's variant when it stands in for them
             record.prompt = record.prompt.model_copy(update={
                 "template_id": t.id, "template_hash": t.hash,
                 "fragments": [t.hash, *(quiver.content_hash(v) for v in _user_contents(record))],

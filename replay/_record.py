@@ -34,18 +34,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._canonical import content_hash
-from quiver._errors import TraceFormatError
+from quiver._errors import OutputError, TraceFormatError
 from quiver._interrupt import Interrupted, deadline
 from quiver._outdir import LogFile, make_folder, replace, write_bytes, write_text
 from quiver._progress import Progress
 from quiver._trace import (
-    RedactingFilter,
     Redactor,
     Trace,
     TraceWriter,
     iter_lines,
     iter_traces,
     parse_line,
+    redacted_logs,
+    redaction_marks,
     write_traces,
 )
 from quiver.replay._instrument import TraceBuilder
@@ -108,8 +109,10 @@ class RecordResult:
     calls: int
     retries: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0
-    """LLM requests the traces made that the endpoint answered: the engine client's and
-    those captured at the transport (a plain ``openai`` client, LangChain, DSPy)."""
+    """LLM requests the traces sent that the endpoint answered, whatever the status (a
+    retried attempt, a refused request included), as the wire counted them: the engine
+    client's, those captured at the transport (a plain ``openai`` client, LangChain, DSPy)
+    and those of LLM APIs the engine does not record."""
     seconds: float = 0.0
     retried: int = 0
     """Failed traces of an earlier run recorded again (``retry_failed``)."""
@@ -118,6 +121,19 @@ class RecordResult:
     their traces were recorded again."""
     already_complete: bool = False
     """A resume found a finished recording with nothing to record and left it as it was."""
+    http_requests: int = 0
+    """Other HTTP requests the traces sent that were answered."""
+    unanswered: int = 0
+    """Requests (LLM or other) that got no answer: refused, reset or timed out."""
+    redacted_traces: int = 0
+    """Traces written with values redaction replaced in what a replay reads back (inputs,
+    tool responses, retrieved documents): a pipeline that reads them may not reproduce."""
+    redacted_reads: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Those values by (path, kind): traces holding each."""
+    unaccounted: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Requests the replay contract does not account for, by (node, endpoint): LLM APIs the
+    engine does not record, HTTP from nodes whose output a replay does not serve
+    (:mod:`quiver.replay._capture.wire`)."""
 
     def summary(self) -> dict[str, Any]:
         """The summary written to ``summary.json``."""
@@ -131,6 +147,13 @@ class RecordResult:
             "dropped_lines": self.dropped_lines,
             "calls": self.calls,
             "llm_calls": self.llm_calls,
+            "http_requests": self.http_requests,
+            "unanswered_requests": self.unanswered,
+            "unaccounted_requests": [{"node": n, "endpoint": e, "requests": k}
+                                     for (n, e), k in sorted(self.unaccounted.items())],
+            "redacted_reads": {"traces": self.redacted_traces,
+                               "values": [{"path": p, "kind": k, "traces": n}
+                                          for (p, k), n in sorted(self.redacted_reads.items())]},
             "retries": dict(sorted(self.retries.items())),
             "seconds": round(self.seconds, 3),
             "traces_path": str(self.traces_path),
@@ -149,12 +172,40 @@ class _Tally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.llm_calls = 0
+        self.http = 0
+        self.unanswered = 0
+        self.unaccounted: Counter[tuple[str, str]] = Counter()
+        self.redacted_traces = 0
+        self.redacted_reads: Counter[tuple[str, str]] = Counter()
+
+    def read_back(self, trace: Trace, redactor: Redactor) -> None:
+        """Count where redaction will replace what a replay of ``trace`` reads back (its
+        inputs, tool responses, retrieved documents), as it is written."""
+        read = {"inputs": trace.inputs, "calls": [
+            {"node": c.node, "tool": c.tool.response if c.tool is not None else None,
+             "retrieval": [d.model_dump(mode="json") for d in c.retrieval or []]} for c in trace.calls]}
+        data, _ = redactor.encode(read)
+        if data is read:  # nothing in it for redaction to replace
+            return
+        replacement = redactor.config.replacement
+        marks = redaction_marks(data["inputs"], "inputs", replacement)
+        for call in data["calls"]:
+            marks += redaction_marks(call["tool"], f"{call['node']}.tool.response", replacement)
+            marks += redaction_marks(call["retrieval"], f"{call['node']}.retrieval", replacement)
+        if marks:
+            with self._lock:
+                self.redacted_traces += 1
+                self.redacted_reads.update(set(marks))
 
     def add(self, builder: TraceBuilder) -> None:
         with builder._lock:
             calls = sum(builder.llm_calls.values())
+        wire = builder.wire
         with self._lock:
             self.llm_calls += calls
+            self.http += sum(wire.http.values())
+            self.unanswered += sum(wire.unanswered.values())
+            self.unaccounted.update(wire.unaccounted)
 
 
 def _run_one(
@@ -180,26 +231,21 @@ def _run_one(
 
 @contextlib.contextmanager
 def _redacted_logging(path: Path, redactor: Redactor) -> Iterator[None]:
-    """Log the run to ``path``; redact every record on every handler meanwhile."""
+    """Log the run to ``path``; every record, on every handler, is redacted by
+    ``redactor`` meanwhile (:func:`~quiver._trace.redact_output.redacted_logs`)."""
     handler = LogFile(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
-    redacting = RedactingFilter(redactor)
     logger = logging.getLogger("quiver")
-    others = list(logging.getLogger().handlers) + list(logger.handlers)
-    for h in others:
-        h.addFilter(redacting)
-    handler.addFilter(redacting)
     logger.addHandler(handler)
     previous_level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        yield
+        with redacted_logs(redactor):
+            yield
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous_level)
-        for h in others:
-            h.removeFilter(redacting)
         handler.close()
 
 
@@ -281,7 +327,10 @@ def record_corpus(
             failed=sum(t.status == "failed" for t in traces),
             resumed=len(kept.done), calls=sum(len(t.calls) for t in traces),
             retries={k.removeprefix("retry_"): v for k, v in stats.items() if k.startswith("retry_")},
-            llm_calls=tally.llm_calls, seconds=time.monotonic() - t0,
+            llm_calls=tally.llm_calls, http_requests=tally.http, unanswered=tally.unanswered,
+            unaccounted=dict(tally.unaccounted), redacted_traces=tally.redacted_traces,
+            redacted_reads=dict(tally.redacted_reads),
+            seconds=time.monotonic() - t0,
             retried=kept.retried, dropped_lines=kept.dropped,
         )
         write_text(result.summary_path, json.dumps(redactor.data(result.summary()), indent=2) + "\n")
@@ -361,8 +410,8 @@ def _readable(raw: bytes, source: Path, lineno: int) -> Trace | None:
         return parse_line(raw, str(source), lineno)
     except TraceFormatError as exc:
         if not raw.endswith(b"\n"):
-            log.warning("%s:%d: the last line is torn (%d bytes and no newline: the run was killed while "
-                        "writing it); cut, and its trace is recorded again", source, lineno, len(raw))
+            log.warning("%s:%d: the last line is torn (%d bytes and no newline: the run was killed, or its disk "
+                        "filled, while writing it); cut, and its trace is recorded again", source, lineno, len(raw))
         else:
             log.warning("%s; the line is dropped, and the trace it held is recorded again", exc)
         return None
@@ -430,6 +479,7 @@ def _execute(
     with TraceWriter(partial_path, redactor=redactor, append=append, fsync=True) as writer:
 
         def write(trace: Trace) -> None:
+            tally.read_back(trace, redactor)
             writer.write(trace)
             retries = sum(trace.tags.get("retries", {}).values())
             progress.advance(1, retries=retries, failed=int(trace.status == "failed"))
@@ -450,16 +500,29 @@ def _execute(
             # no new trace; those in flight finish (an interrupted or down endpoint's calls make no new
             # attempt) or are abandoned at the deadline; what finishes whole is written
             closed.set()
-            until = deadline()
-            while running:
-                try:
-                    result = finished.get(timeout=max(0.0, until - time.monotonic()))
-                except queue.Empty:
-                    break
-                if result is None:
-                    running -= 1
-                elif isinstance(result, Trace):
-                    write(result)
+            _in_flight(finished, running, write)
+            raise
+        except OutputError:
+            # the disk refused the file: no new trace; those in flight finish while the endpoint still
+            # answers (or are abandoned at the deadline), unwritten: a resume records them
+            closed.set()
+            _in_flight(finished, running, None)
             raise
         finally:
             closed.set()
+
+
+def _in_flight(finished: queue.SimpleQueue[Trace | BaseException | None], running: int,
+               write: Callable[[Trace], None] | None) -> None:
+    """Wait for the ``running`` recording threads to end, until the interrupt deadline,
+    writing each trace they finish with ``write`` (None: dropping it)."""
+    until = deadline()
+    while running:
+        try:
+            result = finished.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return
+        if result is None:
+            running -= 1
+        elif isinstance(result, Trace) and write is not None:
+            write(result)

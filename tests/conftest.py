@@ -88,7 +88,8 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
 
 SHARED_GROUPS: dict[str, set[str]] = {
     "ray": {"test_campaign.py", "test_secrets.py", "test_adaptive_ladder.py"},
-    "resume": {"test_campaign_resume.py", "test_interrupt.py", "test_record_resume.py", "test_output_safety.py"},
+    "resume": {"test_campaign_resume.py", "test_interrupt.py", "test_record_resume.py", "test_endpoint_down.py",
+               "test_output_safety.py"},
 }
 """Files that run on one worker together: those that start Ray (one instance, and a test
 that kills Ray workers by name must not hit another file's), and those that share the

@@ -109,6 +109,7 @@ from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
 from .columns import TIE, Columns
 from .dose import adaptive_estimates
 from .results import (
+    NOT_APPLIED,
     RATES,
     STRATA,
     CampaignEstimates,
@@ -229,9 +230,10 @@ def _counts(rows: Sequence[PairRow]) -> RowCounts:
         pairs=len(rows),
         effective=sum(r.stratum == "effective" for r in ok),
         noop=sum(r.stratum == "noop" for r in ok),
-        unstratified=sum(r.stratum not in STRATA for r in ok),
+        unstratified=sum(r.stratum not in (*STRATA, NOT_APPLIED) for r in ok),
         diverged=sum(r.status == "diverged" for r in rows),
         failed=sum(r.status == "failed" for r in rows),
+        not_applied=sum(r.stratum == NOT_APPLIED for r in ok),
     )
 
 

@@ -12,9 +12,12 @@ Choices made here (QUIVER.md §13 leaves them open):
 * The *magnitude* d_i is the target node's type-dispatched distance between the
   recorded output of the target call and the perturbed one (the target call alone,
   not the node's mean over occurrences).
-* Stratum: a binary operator (override, flips) is ``noop`` when the baseline already
-  had the value; any other operator is ``effective`` iff its magnitude exceeds
-  epsilon. A replay without an operator has no stratum.
+* Stratum: a perturbation that did not land (the replay's target report says so: the
+  output it sets could not be set, or no request of the target carried the change) is
+  ``not_applied``, whatever its magnitude; else a binary operator (override, flips) is
+  ``noop`` when the baseline already had the value, and any other operator is
+  ``effective`` iff its magnitude exceeds epsilon. A replay without an operator has no
+  stratum.
 * A pair whose replay failed has ``status: failed`` and no metrics; one whose replay
   diverged from the recording before the target keeps its metrics with
   ``status: diverged`` (campaigns leave such pairs out of estimates).
@@ -43,6 +46,8 @@ from quiver._graph import PipelineGraph, infer_graph
 from quiver._observational import DEFAULT_EPSILON
 from quiver._stats import build_pairs
 from quiver._trace import Divergence, FieldDiff, TargetReport, Trace, diff_values
+
+from .results import NOT_APPLIED
 
 __all__ = ["Replayed", "PairResult", "pair_results", "first_divergent_call", "seen_part"]
 
@@ -267,7 +272,9 @@ def _fill(
         )
         op = target.operator
         if op is not None:
-            if target.noop is not None:
+            if target.landed is False:
+                pair.stratum = NOT_APPLIED
+            elif target.noop is not None:
                 pair.stratum = "noop" if target.noop else "effective"
             else:
                 pair.stratum = "effective" if pair.magnitude > epsilon else "noop"

@@ -39,6 +39,7 @@ from .reader import Reader, estimate_json, nodes_json
 __all__ = [
     "RATES",
     "STRATA",
+    "NOT_APPLIED",
     "Rates",
     "RowCounts",
     "StratumEstimates",
@@ -55,6 +56,10 @@ __all__ = [
 
 Stratum = Literal["effective", "noop"]
 STRATA: tuple[Stratum, ...] = ("effective", "noop")
+
+NOT_APPLIED = "not_applied"
+"""The stratum of a pair whose perturbation did not land (QUIVER.md §13, [engine]): it
+enters neither stratum's estimates."""
 """The strata of §11/§13."""
 RATES = ("D_iter", "D_shape", "D_output", "D_output_only", "D_struct")
 """The divergence rates reported per stratum (QUIVER.md §6)."""
@@ -111,6 +116,8 @@ class RowCounts:
         unstratified: Ok rows without a stratum (no operator).
         diverged: Rows whose replay left the recording before the target.
         failed: Rows whose replay failed.
+        not_applied: Ok rows whose perturbation did not land (the requests or the output
+            it changes do not carry the change): in no stratum, and a problem of the run.
     """
 
     pairs: int
@@ -119,6 +126,7 @@ class RowCounts:
     unstratified: int
     diverged: int
     failed: int
+    not_applied: int = 0
 
     def to_json(self) -> dict[str, int]:
         """``{"pairs": ..., "effective": ..., ...}``."""
@@ -126,9 +134,10 @@ class RowCounts:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, where: str = "counts") -> RowCounts:
-        """The counts as :meth:`to_json` writes them (other keys are ignored)."""
+        """The counts as :meth:`to_json` writes them (other keys are ignored; ``not_applied``,
+        which files written before it existed lack, reads as 0)."""
         r = Reader(data, where)
-        return cls(*(r.integer(f.name) for f in fields(cls)))
+        return cls(*(r.integer(f.name) if f.name in data or f.name != "not_applied" else 0 for f in fields(cls)))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from .io import (
     trace_to_line,
     write_traces,
 )
+from .marks import read_back_marks, redaction_marks
 from .model import (
     SCHEMA_VERSION,
     CallError,
@@ -53,6 +54,8 @@ from .redact_output import (
 )
 
 __all__ = [
+    "read_back_marks",
+    "redaction_marks",
     "SCHEMA_VERSION",
     "CallKind",
     "Message",

@@ -174,10 +174,20 @@ class TargetReport:
     noop: bool | None = None
     """For binary operators: the baseline already had the value (QUIVER.md §13)."""
     reached: bool = False
+    landed: bool | None = None
+    """Whether the perturbation reached what it changes (the output it sets, the requests
+    it rewrites); None without an operator, or when the target was not reached."""
+    not_landed: str | None = None
+    """Why it did not land, in one phrase."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "node": self.node, "occurrence": self.occurrence, "call_path": self.call_path,
             "operator": self.operator, "original": self.original, "perturbed": self.perturbed,
             "noop": self.noop, "reached": self.reached,
         }
+        if self.landed is not None:
+            out["landed"] = self.landed
+        if self.not_landed is not None:
+            out["not_landed"] = self.not_landed
+        return out

@@ -1,6 +1,7 @@
 """``quiver run``: a perturbation campaign, end to end, resumable from its ledger.
 
 * ``checks``: what can be checked of a spec before anything runs;
+* ``fidelity``: a sample of the baseline replayed frozen before anything is spent;
 * ``jobs``: which traces each perturbation replays, the controls, the job order;
 * ``ledger``: every finished replay, committed durably, read back through one error;
 * ``identity``: what each perturbation's replays are made with, checked on resume;
@@ -13,15 +14,19 @@
 from __future__ import annotations
 
 from .checks import check_candidates, check_spec
+from .fidelity import FidelityError, check_fidelity, divergence_cause
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger, LedgerError
 from .plan import CampaignPlan, PlanRow, Usage, live_llm_calls, plan_campaign, plan_jobs
-from .results import PAIR_CHUNK, Pairer, failure_lines, write_results, write_summary
+from .results import PAIR_CHUNK, Pairer, failure_lines, not_applied_lines, write_results, write_summary
 from .run import CampaignResult, CampaignRun, run_campaign
 
 __all__ = [
     "check_spec",
     "check_candidates",
+    "FidelityError",
+    "check_fidelity",
+    "divergence_cause",
     "Control",
     "controls",
     "distinct",
@@ -40,6 +45,7 @@ __all__ = [
     "PAIR_CHUNK",
     "Pairer",
     "failure_lines",
+    "not_applied_lines",
     "write_results",
     "write_summary",
     "CampaignResult",

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import re
 import threading
 from collections import Counter
@@ -27,10 +26,12 @@ from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_estimates, pair_results
 from quiver._observational import Profile
+from quiver._outdir import LogFile, replace, write_text
 from quiver._progress import Progress
-from quiver._report import campaign_markdown, write_html
-from quiver._trace import Trace, TraceWriter
+from quiver._report import campaign_markdown, md_text, write_html
+from quiver._trace import Redactor, Trace, TraceWriter, output_redactor, redacted_logs
 from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
+from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
 
 from .jobs import AdaptiveLayout, controls, distinct
 from .ledger import Ledger
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
 
 __all__ = ["PAIR_CHUNK", "Pairer", "write_results", "finished_rounds", "write_summary", "failure_reason",
-           "failures_json", "failure_lines", "replay_failure", "replay_failures_logged"]
+           "failures_json", "failure_lines", "not_applied_lines", "replay_failure", "replay_failures_logged"]
 
 PAIR_CHUNK = 256
 """Replays turned into pair rows per ``pair_results`` call (one embedding pass over
@@ -85,6 +86,10 @@ class Pairer(threading.Thread):
         for job_id in done:  # a subset of the jobs: the campaign refuses a ledger of another spec first
             self._open[self._block_of[job_id]] -= 1
         self.rows: list[PairRow] = []
+        self.not_landed: dict[str, Counter[str]] = {}
+        """Perturbation id -> why its replays did not land, by reason (those that did not)."""
+        self.unaccounted: Counter[tuple[str, str]] = Counter()
+        """Requests of the replays the replay contract did not account for, by (node, endpoint)."""
         self.paired_blocks = 0
         self.error: BaseException | None = None
         self.on_paired = on_paired
@@ -118,7 +123,7 @@ class Pairer(threading.Thread):
         if self.error is not None:
             raise self.error
         out = self.run_.out
-        os.replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
+        replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
         return self.rows
 
     def abandon(self) -> None:
@@ -164,6 +169,7 @@ class Pairer(threading.Thread):
         jobs_by_id, by_id = self.jobs_by_id, self.by_id
         replays = [(job_id, self._replay(job_id, data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
                    for job_id, data in found if "error" not in data]
+        self._note_wire_and_landing(replays)
         graph = self.graph.take_in(r for _, r in replays)
         pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
         replayed = dict(replays)
@@ -183,6 +189,15 @@ class Pairer(threading.Thread):
                                                 "retries": replayed[job_id].retries}))
             writer.write(replayed[job_id].trace)
 
+
+    def _note_wire_and_landing(self, replays: list[tuple[str, ReplayResult]]) -> None:
+        """What the replays sent that the contract did not account for, and why those
+        whose perturbation did not land did not."""
+        self.unaccounted.update(merge_unaccounted(r.wire for _, r in replays))
+        for job_id, r in replays:
+            if r.target is not None and r.target.landed is False:
+                why = r.target.not_landed or "no reason recorded"
+                self.not_landed.setdefault(job_id.split("/")[0], Counter())[why] += 1
 
     def _replay(self, job_id: str, data: dict[str, Any], baseline: Trace) -> ReplayResult:
         with self.ledger.reading(job_id):  # a row that is not a replay is the ledger's one error
@@ -212,17 +227,25 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     unseen = _unseen_llm_nodes(spec, traces)
     for entry in data["perturbations"]:
         entry["failures"] = failures_json(result.failures.get(entry["id"], Counter()))
+        entry["not_applied_reasons"] = dict(_commonest_first(result.not_landed.get(entry["id"], Counter())))
         entry["unseen_llm_nodes"] = unseen.get(entry["id"], [])
-    _write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
+    data["unaccounted_requests"] = unaccounted_json(result.unaccounted)
+    write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
-    warnings = [line for pid, nodes in unseen.items() if (line := unseen_llm_warning(nodes, f"perturbation {pid}"))]
+    named = {node for node, endpoint in result.unaccounted}  # the wire saw their requests: said below
+    warnings = [line for pid, nodes in unseen.items()
+                if (line := unseen_llm_warning([n for n in nodes if n not in named], f"perturbation {pid}"))]
+    warnings += unaccounted_lines(result.unaccounted, "replays")
     for line in warnings:
         run.warn(line)
     report = campaign_markdown(data, observational)  # the failures' reasons too
     if warnings:
-        report += "\n## LLM requests the engine did not see\n\n" + "".join(f"* {line}\n" for line in warnings)
-    _write_text(out / "report.md", report)
+        report += "\n## LLM requests the engine did not see\n\n" + "".join(f"* {md_text(line)}\n" for line in warnings)
+    if result.not_landed:
+        report += "\n## Perturbations not applied\n\n" + "".join(f"* {md_text(line.strip())}\n"
+                                                               for line in not_applied_lines(result))
+    write_text(out / "report.md", report)
     write_html(out, "campaign")
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)
@@ -266,19 +289,9 @@ def _unseen_llm_nodes(spec: Any, traces: list[Trace]) -> dict[str, list[str]]:
 
 
 def _write_jsonl(path: Path, rows: Sequence[PairRow]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row.to_json(), sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all (a run killed mid-write leaves the old file, or
     none: never a prefix)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(json.dumps(row.to_json(), sort_keys=True) + "\n" for row in rows))
 
 
 def write_summary(out: Path, result: CampaignResult) -> None:
@@ -291,8 +304,11 @@ def write_summary(out: Path, result: CampaignResult) -> None:
         "executor": result.executor, "nodes": result.nodes, "seconds": result.seconds,
         "failures": {**failures_json(sum(result.failures.values(), Counter())),
                      "by_perturbation": {pid: failures_json(c) for pid, c in result.failures.items()}},
+        "not_applied": {**failures_json(sum(result.not_landed.values(), Counter())),
+                        "by_perturbation": {pid: failures_json(c) for pid, c in result.not_landed.items()}},
+        "unaccounted_requests": unaccounted_json(result.unaccounted),
     }
-    _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
 # --------------------------------------------------------------------------- failures
@@ -351,6 +367,21 @@ def failures_json(reasons: Mapping[str, int]) -> dict[str, Any]:
     return {"count": sum(reasons.values()), "by_reason": dict(_commonest_first(reasons))}
 
 
+def not_applied_lines(result: CampaignResult) -> list[str]:
+    """One line per perturbation whose replays did not all land: how many did not, of
+    how many, and the commonest reason (``campaign.json`` holds every reason)."""
+    done: Counter[str] = Counter()
+    if result.estimates is not None:
+        done.update({p.id: p.counts.pairs for p in result.estimates.perturbations})
+    lines = []
+    for pid, reasons in sorted(result.not_landed.items()):
+        reason, _ = _commonest_first(reasons)[0]
+        of = f" of {done[pid]:,}" if done[pid] else ""
+        lines.append(f"perturbation '{pid}': {sum(reasons.values()):,}{of} replays not applied (counted in no "
+                     f"stratum): {reason}")
+    return lines
+
+
 def failure_lines(failures: Mapping[str, Mapping[str, int]]) -> list[str]:
     """One console line per (perturbation, reason): ``  ID  failed N: REASON``."""
     return [f"  {pid:<22} failed {n:>5}: {reason}" for pid, reasons in failures.items()
@@ -374,11 +405,14 @@ class _Not(logging.Filter):
 
 
 @contextlib.contextmanager
-def replay_failures_logged(path: Path) -> Iterator[None]:
+def replay_failures_logged(path: Path, redactor: Redactor | None = None) -> Iterator[None]:
     """Within the block, each failed replay's record goes to ``path`` (the run's log of
     failures, appended to) and not to the console's handlers: the campaign counts its
-    failures by reason instead (:func:`failure_lines`)."""
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    failures by reason instead (:func:`failure_lines`). Every record is redacted by
+    ``redactor`` (the run's; default :func:`~quiver._trace.redact_output.output_redactor`)
+    meanwhile, its message and its exception's text alike
+    (:func:`~quiver._trace.redact_output.redacted_logs`)."""
+    handler = LogFile(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_ReplayFailure())
     hide = _Not(_ReplayFailure())
@@ -388,7 +422,8 @@ def replay_failures_logged(path: Path) -> Iterator[None]:
         h.addFilter(hide)
     logger.addHandler(handler)
     try:
-        yield
+        with redacted_logs(redactor or output_redactor()):
+            yield
     finally:
         logger.removeHandler(handler)
         for h in console:

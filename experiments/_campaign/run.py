@@ -54,7 +54,15 @@ from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, RoundPlan, adaptive_curve, seen_part
 from quiver._observational import Profile, analyze
-from quiver._outdir import MARKER_FILE, OutputFolder, make_folder, mark_folder, output_errors, write_text
+from quiver._outdir import (
+    MARKER_FILE,
+    OutputFolder,
+    check_database,
+    make_folder,
+    mark_folder,
+    output_errors,
+    write_text,
+)
 from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
 from quiver._trace import Trace, read_corpus
@@ -77,6 +85,7 @@ from quiver.replay import (
 
 from .checks import check_baseline, check_spec
 from .committer import LedgerCommitter
+from .fidelity import check_fidelity
 from .identity import campaign_identities, stored_identity
 from .jobs import AdaptiveLayout, adaptive_layouts, controls, expand_jobs
 from .ledger import Ledger
@@ -120,6 +129,10 @@ class CampaignResult:
     """Baseline lines that could not be read, each named once by a warning and skipped."""
     already_complete: bool = False
     """A resume found the campaign finished, its results whole, and touched nothing."""
+    not_landed: dict[str, Counter[str]] = field(default_factory=dict)
+    """Replays whose perturbation did not land (``not_applied``), by perturbation and reason."""
+    unaccounted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Requests of the replays the replay contract did not account for, by (node, endpoint)."""
 
     @property
     def complete(self) -> bool:
@@ -337,8 +350,11 @@ class CampaignRun:
             with self.connected():
                 if traces is None:
                     traces = self.checked_baseline(resume=resume)
+                self.check_fidelity(traces)  # nothing is spent on a baseline that does not replay
                 ledger, run_id = self._open_ledger(ledger_path)
                 if self.spec.replay.downstream == "cached":  # a cache file that cannot be used: said before any work
+                    make_folder(out / "cache")
+                    check_database(out / "cache" / "cache.db")  # no link out of the output folder
                     ResponseCache(out / "cache").close()
                 source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
                 check_baseline_identity(ledger, traces, self.skipped, source)
@@ -351,7 +367,7 @@ class CampaignRun:
                 profile = self.observational_profile(traces, self.graph(traces))
                 graph = CampaignGraph(profile.graph, self.declared())  # pairs and estimates read this one
                 done, spent = resumed.done, [0, 0]
-                with replay_failures_logged(out / "campaign.log"):  # counted by reason, not one line each
+                with replay_failures_logged(out / "campaign.log", self.redactor):  # counted by reason, not one each
                     while True:  # once, or once per round of the adaptive ladders
                         rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
                                                  done=done, spent=spent, first=done is resumed.done)
@@ -368,7 +384,8 @@ class CampaignRun:
                 if result.complete:
                     write_results(self, rows.rows, profile, result, traces, graph.graph,
                                   adaptive_layouts(self.spec, traces, rounds))
-                    campaign_attribution(self.spec, self.fn, self._client(), traces, out)  # its attribution: block
+                    campaign_attribution(self.spec, self.fn, self._client(), traces, out,  # its attribution: block
+                                         self.stream)
         except Exception as exc:
             if ledger is not None and not resume and len(ledger) == 0:
                 ledger.close()  # failed before its first replay: the corrected run starts afresh
@@ -479,6 +496,23 @@ class CampaignRun:
                               negative_control_failed=list(summary.get("negative_control_failed") or []),
                               failed_kept=status.get("failed", 0), skipped_lines=skipped, already_complete=True)
 
+    def check_fidelity(self, traces: list[Trace]) -> None:
+        """Replay a sample of ``traces`` with every dimension frozen (the spec's
+        ``fidelity:``; :mod:`~quiver.experiments._campaign.fidelity`).
+
+        Raises:
+            FidelityError: Too few of them reproduce; the message says which call
+                diverged first and its likely cause.
+        """
+        fidelity = self.spec.fidelity
+        if fidelity.per_group == 0:
+            return
+        self._say(f"fidelity: replaying up to {fidelity.per_group} trace(s) of {fidelity.groups or 'every'} input "
+                  "group(s) with everything frozen")
+        check_fidelity(traces, self.fn, self._client(), per_group=fidelity.per_group, groups=fidelity.groups,
+                       threshold=fidelity.threshold, seed=fidelity.seed, redactor=self.redactor,
+                       base_dir=self.base_dir, where=str(self.path), concurrency=self.spec.concurrency)
+
     def checked_baseline(self, *, resume: bool = False) -> list[Trace]:
         """:meth:`baseline`, then every perturbation tried once, dry, on it
         (:func:`~quiver.experiments._campaign.checks.check_baseline`).
@@ -588,7 +622,9 @@ class CampaignRun:
             if pairer.error is not None:
                 raise QuiverError(f"the campaign stopped: pairing failed: {pairer.error}") from pairer.error
             return _Replayed(result, [])
-        return _Replayed(result, pairer.finish())
+        rows = pairer.finish()
+        result.not_landed, result.unaccounted = pairer.not_landed, pairer.unaccounted
+        return _Replayed(result, rows)
 
 
 def run_campaign(

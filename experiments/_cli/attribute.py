@@ -44,6 +44,7 @@ def add_parser(sub: Any) -> None:
         help=f"the dimensions to unfreeze in turn, comma-separated (default {','.join(DIMENSION_CONDITIONS)})",
     )
     att.add_argument("--out", type=Path, default=Path("runs/attribution"), help="output folder")
+    att.add_argument("--quiet", action="store_true", help="no progress line")
     att.set_defaults(handler=command)
 
 
@@ -65,7 +66,9 @@ def command(args: argparse.Namespace) -> int:
             OutputFolder(args.out, "attribute", flag="--out"):
         with open_llm(spec.llm, args.spec.parent) as client:
             result = attribute(traces, fn, client=client, repeats=repeats or 3, dimensions=dimensions,
-                               seed=spec.seed, concurrency=spec.concurrency)
+                               seed=spec.seed, concurrency=spec.concurrency,
+                               progress_stream=None if args.quiet else sys.stderr,
+                               threshold=spec.fidelity.threshold, where=str(args.spec))
         mark_folder(args.out, "attribute")
         js, md = write_attribution(result, args.out)
     print(f"{result.reproduced} traces reproduced frozen, {len(result.not_reproduced)} did not; "

@@ -8,7 +8,10 @@ and records the corpus with :func:`quiver.replay.record_corpus`.
 An output folder that already holds a corpus (or an interrupted recording) is never
 overwritten: ``--resume`` keeps its traces and records the rest (a finished one is left
 as it is), ``--retry-failed`` also records its failed traces again; without either the
-command refuses to start.
+command refuses to start. The output folder is held for the whole recording (a second
+command on it is refused, naming this one), and must be new, empty or a recording's
+(:class:`~quiver._outdir.OutputFolder`); a disk that refuses a write ends the command
+in one line, the traces written so far kept for ``--resume``.
 """
 
 from __future__ import annotations
@@ -94,10 +97,35 @@ def command(args: argparse.Namespace) -> int:
     )
     print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
     _warn_unseen_llm_requests(result.traces_path)
+    _warn_unaccounted(result.unaccounted, "recording")
+    _warn_redacted_reads(result)
     if result.failed:
         print(f"{result.failed} trace(s) failed; see {result.log_path}{again}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _warn_redacted_reads(result: RecordResult) -> None:
+    """One line on stderr when redaction replaced values a replay reads back."""
+    if not result.redacted_traces:
+        return
+    kinds = sorted({kind for _, kind in result.redacted_reads})
+    where = ", ".join(f"{kind} in {path} ({n})" for (path, kind), n in sorted(result.redacted_reads.items(),
+                                                                              key=lambda kv: -kv[1])[:4])
+    switches = {"email": "emails", "bearer": "bearer_tokens", "api_key": "api_keys"}
+    keep = ", ".join(f"{switches[k]}: false" for k in kinds if k in switches)
+    print(f"quiver record: warning: redaction replaced values a replay reads back in {result.redacted_traces} of "
+          f"{result.traces} traces ({where}): a pipeline that reads them gets the replacement on replay and may not "
+          f"reproduce; to keep them, " + (f"set `redact: {{{keep}}}`, or " if keep else "")
+          + "narrow the `redact:` rules to what the pipeline does not read (README: Redaction)", file=sys.stderr)
+
+
+def _warn_unaccounted(unaccounted: dict[tuple[str, str], int], what: str) -> None:
+    """One line on stderr per (node, endpoint) of requests the replay contract does not account for."""
+    from quiver.replay._capture import unaccounted_lines
+
+    for line in unaccounted_lines(unaccounted, what):
+        print(f"quiver record: warning: {line}", file=sys.stderr)
 
 
 def _warn_unseen_llm_requests(traces_path: Path) -> None:

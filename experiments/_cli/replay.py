@@ -107,7 +107,7 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
         spec = load_spec(RecordSpec, args.spec)
         base = args.spec.parent
         fn = load_pipeline(spec.pipeline, base)
-        with open_llm(spec.llm, base) as client:
+        with open_llm(spec.llm, base, probe=not args.check) as client:  # a check expects to send nothing
             yield fn, client, base, spec_redactor(spec)
         return
     base = Path.cwd()
@@ -119,7 +119,8 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
         return
     from quiver.experiments._config import probe_endpoint
 
-    probe_endpoint(args.base_url)  # an endpoint that is down stops the command now (exit 2), not trace by trace
+    if not args.check:  # an endpoint that is down stops the command now (exit 2), not trace by trace
+        probe_endpoint(args.base_url)
     client = LLMClient(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
     try:
         yield fn, client, base, redactor
@@ -204,6 +205,15 @@ def _replay_all(args: argparse.Namespace, jobs: list[tuple[Trace, int]], run: Ca
     return results
 
 
+def _warn_unaccounted(results: list[Any], what: str) -> None:
+    """One line on stderr per (node, endpoint) of the replays' requests the replay
+    contract does not account for (:mod:`quiver.replay._capture.wire`)."""
+    from quiver.replay._capture import merge_unaccounted, unaccounted_lines
+
+    for line in unaccounted_lines(merge_unaccounted(r.wire for r in results), what):
+        print(f"quiver replay: warning: {line}", file=sys.stderr)
+
+
 def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None, redactor: Redactor,
@@ -228,6 +238,7 @@ def _check(
         f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly "
         f"({what}; {sum(r.served_calls for r in results)} calls served, {live} LLM calls made)"
     )
+    _warn_unaccounted(results, "replays")
     if args.out is not None:
         mark_folder(args.out, "replay")
         with TraceWriter(args.out / "replayed.jsonl", redactor=redactor) as writer:
@@ -282,6 +293,10 @@ def _perturb(
     calls = Counter[str]()
     for r in results:
         calls.update(r.llm_calls)
+    from quiver.replay._capture import merge_unaccounted, unaccounted_json
+
+    unaccounted = merge_unaccounted(r.wire for r in results)
+    not_landed = Counter(r.target.not_landed for r in results if r.target is not None and r.target.landed is False)
     summary = {
         "node": target.node, "occurrence": target.occurrence, **operator.describe(),
         "traces": len(eligible), "skipped_without_target": skipped, "repeats": args.repeats,
@@ -289,8 +304,11 @@ def _perturb(
         "effective": strata.get("effective", 0), "noop": strata.get("noop", 0),
         "effective_D_shape": sum(p.d_shape for p in effective),
         "effective_D_iter": sum(p.d_iter > 0 for p in effective),
+        "not_applied": strata.get("not_applied", 0),
+        "not_applied_reasons": dict(not_landed.most_common()),
         "llm_calls": dict(sorted(calls.items())),
         "llm_calls_per_pair": round(sum(calls.values()) / max(len(pairs), 1), 3),
+        "unaccounted_requests": unaccounted_json(unaccounted),
     }
     print(
         f"{len(pairs)} pair(s) on {len(eligible)} trace(s) ({skipped} without {target.node}#{target.occurrence}): "
@@ -298,9 +316,14 @@ def _perturb(
         f"{status.get('diverged', 0)} diverged; D_shape > 0 in {summary['effective_D_shape']} of "
         f"{len(effective)} effective pair(s); {summary['llm_calls_per_pair']} LLM calls per pair"
     )
+    _warn_unaccounted(results, "replays")
+    if not_landed:
+        reason, _ = not_landed.most_common(1)[0]
+        print(f"quiver replay: {args.op} on {target.node}: {sum(not_landed.values())} of {len(results)} replays not "
+              f"applied (counted in no stratum): {reason}", file=sys.stderr)
     if args.out is not None:
         mark_folder(args.out, "replay")
         write_text(args.out / "pairs.jsonl", "".join(redactor.encode(p.to_json())[1] + "\n" for p in pairs))
         write_text(args.out / "summary.json", json.dumps(summary, indent=2) + "\n")
         print(f"pairs: {args.out / 'pairs.jsonl'}\nsummary: {args.out / 'summary.json'}")
-    return EXIT_PROBLEMS if status.get("failed") or status.get("diverged") else EXIT_OK
+    return EXIT_PROBLEMS if status.get("failed") or status.get("diverged") or not_landed else EXIT_OK

@@ -107,7 +107,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``quiver run``; return the exit code."""
     if args.plan:
         return plan(args)
-    from quiver.experiments._campaign import failure_lines, run_campaign
+    from quiver.experiments._campaign import failure_lines, not_applied_lines, run_campaign
 
     result = run_campaign(
         args.spec, resume=args.resume, retry_failed=args.retry_failed, executor=args.executor,
@@ -137,8 +137,9 @@ def command(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     for p in result.estimates.perturbations if result.estimates is not None else ():
         verdict = {True: "passed", False: "FAILED", None: "n/a"}[p.negative_control.passed]
+        not_applied = f"  not applied {p.counts.not_applied:>5}" if p.counts.not_applied else ""
         print(f"  {p.id:<22} pairs {p.counts.pairs:>5}  effective {p.counts.effective:>5}  "
-              f"no-op {p.counts.noop:>5}  failed {p.counts.failed:>5}  negative control {verdict}")
+              f"no-op {p.counts.noop:>5}  failed {p.counts.failed:>5}{not_applied}  negative control {verdict}")
         if p.adaptive is not None:
             print(f"  {'':<22} {_adaptive_line(p.adaptive)}")
     for line in failure_lines(result.failures):
@@ -146,7 +147,10 @@ def command(args: argparse.Namespace) -> int:
     for name in WRITTEN:
         if (out / name).is_file():
             print(f"{out / name}  ({_size((out / name).stat().st_size)})")
-    problems = result.status.get("failed", 0) + result.status.get("diverged", 0) + result.skipped_lines
+    for line in not_applied_lines(result):
+        print(f"quiver run: {line}", file=sys.stderr)
+    problems = (result.status.get("failed", 0) + result.status.get("diverged", 0) + result.skipped_lines
+                + sum(sum(c.values()) for c in result.not_landed.values()))
     if result.status.get("failed", 0):
         print(f"{result.status['failed']} of {result.done} replays FAILED (reasons above; each in "
               f"{out / 'campaign.log'} when this run made it): the estimates leave them out", file=sys.stderr)

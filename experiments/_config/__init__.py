@@ -18,12 +18,13 @@ from .campaign import (
     SelectSpec,
 )
 from .llm import open_llm, probe_endpoint, simulator_models, spec_redactor
-from .record import LLMSpec, RecordSpec, SimulatorSpec, load_inputs
+from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 
 __all__ = [
     "SimulatorSpec",
     "LLMSpec",
     "RecordSpec",
+    "FidelitySpec",
     "load_inputs",
     "PerturbationSpec",
     "GateSpec",

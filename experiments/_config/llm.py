@@ -110,8 +110,10 @@ def _exec_file(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def open_llm(llm: LLMSpec, base_dir: Path) -> Iterator[LLMClient]:
-    """An LLM client for the spec's ``llm:`` block; starts and stops the simulator."""
+def open_llm(llm: LLMSpec, base_dir: Path, *, probe: bool = True) -> Iterator[LLMClient]:
+    """An LLM client for the spec's ``llm:`` block; starts and stops the simulator. A
+    ``base_url`` is probed first (:func:`probe_endpoint`) unless ``probe`` is false (a
+    command that expects to send nothing sends nothing)."""
     process = None
     try:
         if llm.simulator is not None:
@@ -121,7 +123,8 @@ def open_llm(llm: LLMSpec, base_dir: Path) -> Iterator[LLMClient]:
         else:
             assert llm.base_url is not None  # guaranteed by LLMSpec's validator
             base_url, key = llm.base_url, None
-            probe_endpoint(base_url)
+            if probe:
+                probe_endpoint(base_url)
         client = LLMClient(
             base_url=base_url, model=llm.model, api_key=key, api_key_env=llm.api_key_env,
             timeout_s=llm.timeout_s, retry=llm.retry, params=llm.params,

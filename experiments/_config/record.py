@@ -43,7 +43,8 @@ from quiver._errors import SpecError
 from quiver._trace import RedactionConfig, printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
 
-__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "RecordSpec", "load_inputs", "SEED_MAX"]
+__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "FidelitySpec", "RecordSpec", "load_inputs",
+           "SEED_MAX"]
 
 SEED_MAX = 2**63 - 1
 """The largest seed a spec may give (seeds are in [0, SEED_MAX])."""
@@ -176,6 +177,20 @@ class LLMSpec(_Spec):
         return self
 
 
+class FidelitySpec(_Spec):
+    """The check before ``quiver run``, ``gate`` and ``attribute`` spend anything: a seeded
+    sample of the baseline replayed with every dimension frozen must reproduce."""
+
+    per_group: int = Field(default=1, ge=0, le=10_000)
+    """Traces replayed from each input group sampled, in [0, 10000]; 0 skips the check."""
+    groups: int | None = Field(default=20, ge=1, le=100_000_000)
+    """Input groups sampled at most (None: every group)."""
+    threshold: float = Field(default=1.0, ge=0, le=1)
+    """The share of the sampled traces that must reproduce, in [0, 1] (1: every one)."""
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    """Seeds the sample."""
+
+
 class RecordSpec(_Spec):
     """A recording run: a pipeline over inputs x repeats, written as a trace corpus."""
 
@@ -198,6 +213,9 @@ class RecordSpec(_Spec):
     """Seeds every sample key: the same spec and seed give the same samples."""
     redact: RedactionConfig = Field(default_factory=RedactionConfig)
     """What is removed before anything is written (on by default for keys, tokens, e-mails)."""
+    fidelity: FidelitySpec = Field(default_factory=FidelitySpec)
+    """The frozen replay of a sample of the baseline that ``quiver run``, ``gate`` and
+    ``attribute`` check before anything else (``{per_group: 0}`` skips it)."""
     output: str = "runs/record"
     """The output folder (relative to the working directory)."""
 

@@ -70,6 +70,7 @@ from quiver.experiments._campaign import (
     sample_traces,
 )
 from quiver.replay import EndpointWatch, ReplayJob, ReplayMode, ReplayResult, sample_ids
+from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
 
 from .report import gate_junit, gate_markdown
 
@@ -354,6 +355,7 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
                 raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "
                                   f"{', '.join(f'{a:g}' for a in alphas)} only")
             plan = candidate_jobs(candidates, traces, probes=probes_n, repeats=repeats_n, seed=seed_n)
+            run.check_fidelity(traces)  # nothing is spent on a baseline that does not replay
             context = run.replay_context(graph, ReplayMode(), seed=seed_n, run_id="gate")
             jobs = [j for c in plan for j in c.jobs]
             progress = Progress("gate replays", len(jobs), stream=progress_stream)
@@ -401,14 +403,18 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
     finally:
         store.close()
     verdict = "fail" if any(r["verdict"] == "fail" for r in rows) else "pass"
+    unaccounted = merge_unaccounted(results[j.job_id].get("wire") for j in jobs)
     data = {
         "verdict": verdict, "spec": str(path), "profile": profile.source,
         "campaign_profile": profile.campaign is not None, "alpha": alpha_v, "seed": seed_n,
         "probes": probes_n, "repeats": repeats_n, "resamples": spec.analysis.resamples,
         "candidates": rows, "replays": len(jobs),
         "llm_calls": sum(sum((results[j.job_id].get("llm_calls") or {}).values()) for j in jobs),
+        "unaccounted_requests": unaccounted_json(unaccounted),
         "baseline_lines_skipped": len(run.skipped), "seconds": round(time.perf_counter() - t0, 3),
     }
+    for line in unaccounted_lines(unaccounted, "gate's replays"):
+        run.warn(line)
     result = GateResult(verdict, data, out, skipped_lines=len(run.skipped))
     for name, text in (("gate.json", json.dumps(data, indent=2) + "\n"), ("gate.md", gate_markdown(data)),
                        ("junit.xml", gate_junit(data))):

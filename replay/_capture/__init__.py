@@ -38,11 +38,12 @@ from typing import TYPE_CHECKING
 
 from quiver.replay._instrument import on_recording
 
-if TYPE_CHECKING:  # loaded on first use (they read traces; the recordings do not need them)
+if TYPE_CHECKING:  # loaded on first use (they read traces or load the client; a pipeline needs neither)
     from .unseen import unseen_llm_calls, unseen_llm_nodes, unseen_llm_warning
+    from .wire import merge_unaccounted, stray_requests, unaccounted_json, unaccounted_lines
 
 __all__ = ["install", "installed_hooks", "capture_stats", "unseen_llm_calls", "unseen_llm_nodes",
-           "unseen_llm_warning"]
+           "unseen_llm_warning", "merge_unaccounted", "stray_requests", "unaccounted_json", "unaccounted_lines"]
 
 _installed: list[str] = []
 
@@ -74,6 +75,10 @@ def __getattr__(name: str) -> object:
         from . import unseen
 
         return getattr(unseen, name)
+    if name in ("merge_unaccounted", "stray_requests", "unaccounted_json", "unaccounted_lines"):
+        from . import wire
+
+        return getattr(wire, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

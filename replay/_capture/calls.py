@@ -28,8 +28,16 @@ from quiver._errors import InstrumentationError, LLMRequestError, LLMUnavailable
 from quiver._trace import Message, PromptInfo
 from quiver.replay._instrument import capture_enabled, current_builder, current_call
 from quiver.replay._keys import SAMPLE_KEY_HEADER
-from quiver.replay._llm import PARAM_NAMES, PendingChat, current_overrides, in_engine_request
-from quiver.replay._llm.health import endpoints, is_connection_failure, origin_of
+from quiver.replay._llm import (
+    PARAM_NAMES,
+    PendingChat,
+    current_cache,
+    current_overrides,
+    endpoints,
+    in_engine_request,
+    is_connection_failure,
+    origin_of,
+)
 
 __all__ = ["CapturedChat", "CaptureCounter", "counter", "is_chat_request", "wants_capture"]
 
@@ -158,12 +166,7 @@ class CapturedChat:
         """
         result = self.call.served()
         if result is None:
-            try:
-                endpoints.check(self.origin)
-            except LLMUnavailable as exc:
-                self.fail(exc)
-                raise
-            return None
+            return self._cached()
         record = self.call.record
         response = record.response if record is not None else None
         message: dict[str, Any] = {"role": "assistant", "content": result.content}
@@ -191,6 +194,33 @@ class CapturedChat:
             completion["system_fingerprint"] = record.tags["system_fingerprint"]
         return json.dumps(completion).encode()
 
+    def _cached(self) -> bytes | None:
+        """The run's response cache's answer to this very request and sample key, recorded
+        as the endpoint's (no request is made), or None to send it.
+
+        Raises:
+            EndpointDown: The request is to be sent, and its endpoint was declared down
+                (:mod:`quiver.replay._llm.health`): the call is closed as failed.
+        """
+        key = self._cache_key()
+        hit = current_cache().get(key) if key is not None else None  # type: ignore[union-attr]
+        if hit is not None and self._record_answer(hit, attempts=0):
+            return json.dumps(hit).encode()
+        try:
+            endpoints.check(self.origin)
+        except LLMUnavailable as exc:
+            self.fail(exc)
+            raise
+        return None
+
+    def _cache_key(self) -> str | None:
+        """The key of this request in the run's response cache (None: no cache in force,
+        or no sample key: an answer not fixed by the request is never cached)."""
+        cache = current_cache()
+        if cache is None or not self.call.sample_key:
+            return None
+        return cache.key(json.loads(self.request_body()), self.call.sample_key)
+
     # -- sent live ---------------------------------------------------------------------
     def request_body(self) -> bytes:
         """The body to send: the caller's, with the overrides applied; under a resample
@@ -215,16 +245,29 @@ class CapturedChat:
             return
         try:
             data = json.loads(content)
+        except ValueError:
+            data = None
+        if not self._record_answer(data, attempts=1):
+            self.fail(LLMUnavailable(f"the answer of {self.url} is not a chat completion: {content[:200]!r}"))
+            return
+        key = self._cache_key()
+        if key is not None:
+            current_cache().put(key, data)  # type: ignore[union-attr]
+
+    def _record_answer(self, data: Any, *, attempts: int) -> bool:
+        """Record a chat completion as the call's answer (``attempts`` 0: the response
+        cache's); False, recording nothing, when ``data`` is not one."""
+        try:
             choice = data["choices"][0]
             if not isinstance(choice.get("message"), dict):
                 raise TypeError("no message")
-        except (ValueError, TypeError, KeyError, IndexError):
-            self.fail(LLMUnavailable(f"the answer of {self.url} is not a chat completion: {content[:200]!r}"))
-            return
+        except (TypeError, KeyError, IndexError, AttributeError):
+            return False
         tool_calls = choice["message"].get("tool_calls")
         if tool_calls and self.call.record is not None:
             self.call.record.tags[TOOL_CALLS_TAG] = tool_calls
-        self.call.finish(data, 1)
+        self.call.finish(data, attempts)
+        return True
 
     def fail(self, exc: BaseException) -> None:
         """Close the call as failed (the request raised, or was answered with an error);

@@ -20,6 +20,7 @@ import functools
 import importlib
 from typing import Any
 
+from . import wire
 from .calls import CapturedChat, wants_capture
 
 __all__ = ["patch_dspy"]
@@ -69,12 +70,17 @@ def patch_dspy() -> bool:
     def stream(self: Any, request: Any) -> Any:
         captured = CapturedChat.begin(request.method, request.url, lambda: request.body)
         if captured is None:
-            return original_sync(self, request)
+            site = wire.begin(request.method, request.url)
+            if site is None:
+                return original_sync(self, request)
+            with wire.counted(site):
+                return original_sync(self, request)
         body = captured.served_body()
         if body is not None:
             return whole(200, "OK", _JSON, "HTTP/1.1", body)
+        site = wire.begin(request.method, request.url, wire.node_of(captured))
         try:
-            with original_sync(self, _rewritten(request, captured)) as response:
+            with wire.counted(site), original_sync(self, _rewritten(request, captured)) as response:
                 content = response.read()
         except BaseException as exc:
             captured.fail(exc)
@@ -86,20 +92,28 @@ def patch_dspy() -> bool:
         body = captured.served_body()
         if body is not None:
             return whole_async(200, "OK", _JSON, "HTTP/1.1", body)
+        site = wire.begin(request.method, request.url, wire.node_of(captured))
         try:
-            async with original_async(self, _rewritten(request, captured)) as response:
-                content = await response.read()
+            with wire.counted(site):
+                async with original_async(self, _rewritten(request, captured)) as response:
+                    content = await response.read()
         except BaseException as exc:
             captured.fail(exc)
             raise
         captured.finish(response.status, content)
         return whole_async(response.status, response.reason, response.headers, response.http_version, content)
 
+    async def counted_async(self: Any, request: Any, site: wire.Site) -> Any:
+        with wire.counted(site):
+            return await original_async(self, request)
+
     @functools.wraps(original_async)
     def async_stream(self: Any, request: Any) -> Any:
         captured = CapturedChat.begin(request.method, request.url, lambda: request.body)
         if captured is None:
-            return original_async(self, request)
+            site = wire.begin(request.method, request.url)
+            return original_async(self, request) if site is None else _AsyncResponse(
+                lambda: counted_async(self, request, site))
         return _AsyncResponse(lambda: captured_async(self, request, captured))
 
     _patch_cache(cache.Cache)

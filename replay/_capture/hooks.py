@@ -7,6 +7,7 @@ import importlib.util
 import sys
 import threading
 
+from .count_hooks import patch_aiohttp, patch_http_client
 from .dspy_hooks import patch_dspy
 from .httpx_hooks import patch_httpx_module
 
@@ -18,10 +19,11 @@ _done: set[str] = set()
 
 def install_loaded() -> list[str]:
     """Hook ``httpx`` and ``httpx2`` (imported here when installed: the ``openai`` SDK
-    a pipeline imports later sends through them) and DSPy's engine when DSPy is loaded
-    (importing it here would cost every recording a second). Returns the libraries
-    hooked by this call."""
-    if len(_done) == 3:
+    a pipeline imports later sends through them), the standard library's ``http.client``
+    (counted only), and DSPy's engine and ``aiohttp`` (counted only) when they are loaded
+    (importing them here would cost every recording their import time). Returns the
+    libraries hooked by this call."""
+    if len(_done) == _ALL:
         return []
     hooked: list[str] = []
     with _lock:
@@ -31,7 +33,19 @@ def install_loaded() -> list[str]:
             patch_httpx_module(importlib.import_module(name))
             _done.add(name)
             hooked.append(name)
+        if "http.client" not in _done:
+            patch_http_client()
+            _done.add("http.client")
+            hooked.append("http.client")
         if "dspy" not in _done and "dspy" in sys.modules and patch_dspy():
             _done.add("dspy")
             hooked.append("dspy")
+        if "aiohttp" not in _done and "aiohttp" in sys.modules:
+            patch_aiohttp(sys.modules["aiohttp"])
+            _done.add("aiohttp")
+            hooked.append("aiohttp")
     return hooked
+
+
+_ALL = 5
+"""The libraries there are to hook: httpx, httpx2, http.client, dspy, aiohttp."""

@@ -15,6 +15,7 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from . import wire
 from .calls import CapturedChat
 
 __all__ = ["patch_httpx_module"]
@@ -59,12 +60,18 @@ def patch_httpx_module(module: ModuleType) -> bool:
     def send(self: Any, request: Any, **kwargs: Any) -> Any:
         captured = _begin(request)
         if captured is None:
-            return original_sync(self, request, **kwargs)
+            site = wire.begin(request.method, str(request.url))
+            if site is None:
+                return original_sync(self, request, **kwargs)
+            with wire.counted(site):
+                return original_sync(self, request, **kwargs)
         body = captured.served_body()
         if body is not None:
             return _served(module, request, body)
+        site = wire.begin(request.method, str(request.url), wire.node_of(captured))
         try:
-            response = original_sync(self, _rewritten(module, request, captured), **kwargs)
+            with wire.counted(site):
+                response = original_sync(self, _rewritten(module, request, captured), **kwargs)
             response.read()
         except BaseException as exc:
             captured.fail(exc)
@@ -76,12 +83,18 @@ def patch_httpx_module(module: ModuleType) -> bool:
     async def async_send(self: Any, request: Any, **kwargs: Any) -> Any:
         captured = _begin(request)
         if captured is None:
-            return await original_async(self, request, **kwargs)
+            site = wire.begin(request.method, str(request.url))
+            if site is None:
+                return await original_async(self, request, **kwargs)
+            with wire.counted(site):
+                return await original_async(self, request, **kwargs)
         body = captured.served_body()
         if body is not None:
             return _served(module, request, body)
+        site = wire.begin(request.method, str(request.url), wire.node_of(captured))
         try:
-            response = await original_async(self, _rewritten(module, request, captured), **kwargs)
+            with wire.counted(site):
+                response = await original_async(self, _rewritten(module, request, captured), **kwargs)
             await response.aread()
         except BaseException as exc:
             captured.fail(exc)

@@ -62,7 +62,7 @@ from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._registry import Registry, adopt_class
 from quiver._trace import Redactor, Trace
-from quiver.replay._llm.health import EndpointDown
+from quiver.replay._llm import EndpointDown
 
 __all__ = [
     "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",

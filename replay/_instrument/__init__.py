@@ -3,7 +3,8 @@
 * ``api``: ``node``, ``decide``, ``loop``, parallel branches, retrieval and tool steps;
 * ``context``: the trace being built, carried in context variables;
 * ``threads``: a thread pool whose threads are reused across pools;
-* ``templates``: prompt templates registered by id.
+* ``templates``: prompt templates registered by id;
+* ``wire``: what a trace sent over the wire.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .context import (
 )
 from .templates import Template, get_template, load_template_file, registered_templates, template, template_overrides
 from .threads import ReusingThreadPool
+from .wire import Wire
 
 __all__ = [
     "ReusingThreadPool",
@@ -73,4 +75,5 @@ __all__ = [
     "child_call",
     "declared_graph",
     "OpenCall",
+    "Wire",
 ]

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._canonical import content_hash, to_jsonable
 
+from .wire import Wire
+
 if TYPE_CHECKING:  # the trace model loads when a trace is finished
     from quiver._trace import (
         CallError,
@@ -236,10 +238,14 @@ class TraceBuilder:
         self.root = Scope((), "")
         self.tags: dict[str, Any] = {}
         self.retries: Counter[str] = Counter()
-        self.llm_calls: Counter[str] = Counter()
-        """LLM requests answered by the endpoint (not served from a recording), by node."""
+        self.wire = Wire()
+        """Every HTTP request the trace sent, counted where it left the process."""
+        self.llm_calls: Counter[str] = self.wire.llm
+        """LLM requests the endpoint answered (not served from a recording nor from the
+        response cache), by node, as the wire counted them."""
         self.llm_tokens = 0
-        """Tokens (prompt + completion) of those requests, as the endpoint reported them."""
+        """Tokens (prompt + completion) of the engine's and the captured LLM calls the
+        endpoint answered, as it reported them."""
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []

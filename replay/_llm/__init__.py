@@ -14,19 +14,36 @@ from .client import LLMClient, MalformedCompletion, RetryPolicy
 from .contract import PARAM_NAMES, CallCounter, ChatResult, PendingChat
 from .current import (
     configure_llm,
+    current_cache,
     current_overrides,
     engine_request,
+    engine_request_node,
     in_engine_request,
     llm,
     request_overrides,
     use_llm,
     use_response_cache,
 )
-from .health import EndpointDown
+from .health import (
+    EndpointDown,
+    SeenEndpoints,
+    endpoints,
+    is_connection_failure,
+    origin_of,
+    trace_scope,
+    trace_verdict,
+)
 
 __all__ = [
     "ResponseCache",
     "EndpointDown",
+    "SeenEndpoints",
+    "endpoints",
+    "is_connection_failure",
+    "origin_of",
+    "trace_scope",
+    "trace_verdict",
+    "engine_request_node",
     "LLMClient",
     "MalformedCompletion",
     "RetryPolicy",
@@ -34,6 +51,7 @@ __all__ = [
     "CallCounter",
     "PendingChat",
     "PARAM_NAMES",
+    "current_cache",
     "current_overrides",
     "engine_request",
     "in_engine_request",

@@ -341,7 +341,7 @@ class LLMClient:
                     check_interrupted()  # interrupted: no new attempt, no backoff wait
                     endpoints.check(self.origin)  # down: no new attempt either
                     attempts += 1
-                    with engine_request(), self._watched():
+                    with engine_request(call.record.node if call.record is not None else None), self._watched():
                         body = self._sync_client().post("/chat/completions", **args)
                     response = _completion(body)
                     self._store(key, response)
@@ -365,7 +365,7 @@ class LLMClient:
                     check_interrupted()
                     endpoints.check(self.origin)
                     attempts += 1
-                    with engine_request(), self._watched():
+                    with engine_request(call.record.node if call.record is not None else None), self._watched():
                         body = await client.post("/chat/completions", **args)
                     response = _completion(body)
                     self._store(key, response)

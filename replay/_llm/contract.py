@@ -296,7 +296,6 @@ class PendingChat:
             self.client.stats["attempts"] += attempts
         if self.builder is not None and self.record is not None:
             with self.builder._lock:
-                self.builder.llm_calls[self.record.node] += 1
                 self.builder.llm_tokens += int(usage.get("total_tokens", 0))
         return result
 

@@ -12,20 +12,23 @@ from typing import TYPE_CHECKING, Any
 from quiver._errors import InstrumentationError
 
 if TYPE_CHECKING:
+    from .cache import ResponseCache
     from .client import LLMClient
 
 __all__ = ["llm", "configure_llm", "use_llm", "request_overrides", "current_overrides", "use_response_cache",
-           "response_cache_enabled", "engine_request", "in_engine_request"]
+           "response_cache_enabled", "engine_request", "in_engine_request", "engine_request_node", "current_cache"]
 
 
-_engine_request: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_engine_request", default=False)
+_engine_request: contextvars.ContextVar[tuple[str | None] | None] = contextvars.ContextVar(
+    "quiver_engine_request", default=None)
 
 
 @contextlib.contextmanager
-def engine_request() -> Iterator[None]:
+def engine_request(node: str | None = None) -> Iterator[None]:
     """Mark the HTTP requests made within the block as the engine's own (an
-    :class:`LLMClient` call, already recorded): the transport capture lets them pass."""
-    token = _engine_request.set(True)
+    :class:`LLMClient` call, already recorded): the transport capture lets them pass, and
+    the wire ledger counts them for ``node`` (the call holding the LLM call)."""
+    token = _engine_request.set((node,))
     try:
         yield
     finally:
@@ -34,7 +37,13 @@ def engine_request() -> Iterator[None]:
 
 def in_engine_request() -> bool:
     """Whether the current context is inside :func:`engine_request`."""
-    return _engine_request.get()
+    return _engine_request.get() is not None
+
+
+def engine_request_node() -> str | None:
+    """The node :func:`engine_request` names, if any."""
+    held = _engine_request.get()
+    return held[0] if held is not None else None
 
 
 _cache_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("quiver_response_cache", default=True)
@@ -79,6 +88,13 @@ def configure_llm(client: LLMClient | None) -> None:
 def use_llm(client: LLMClient) -> contextvars.Token[LLMClient | None]:
     """Make ``client`` the one :func:`llm` returns in the current context."""
     return _current_llm.set(client)
+
+
+def current_cache() -> ResponseCache | None:
+    """The response cache of the client configured for the current run, when the run
+    lets it answer (:func:`use_response_cache`); else None."""
+    client = _current_llm.get() or (_default_llm[0] if _default_llm else None)
+    return client.cache if client is not None and response_cache_enabled() else None
 
 
 def llm() -> LLMClient:

@@ -11,8 +11,7 @@ from typing import Any
 from quiver._errors import QuiverError
 from quiver._trace import Trace
 from quiver.replay._instrument import Template, TraceBuilder, active_recordings, current_builder, template_overrides
-from quiver.replay._llm import LLMClient, use_llm, use_response_cache
-from quiver.replay._llm.health import SeenEndpoints, trace_scope, trace_verdict
+from quiver.replay._llm import LLMClient, SeenEndpoints, trace_scope, trace_verdict, use_llm, use_response_cache
 
 from .load import call_pipeline
 

@@ -65,7 +65,7 @@ from quiver._trace import (
     call_names,
     trace_diff,
 )
-from quiver.perturbations import ExecutionChange, Operator, OperatorContext, TemplateRef
+from quiver.perturbations import ExecutionChange, Operator, OperatorContext, OperatorError, TemplateRef
 from quiver.replay._instrument import (
     CallRecord,
     Directive,
@@ -80,6 +80,7 @@ from quiver.replay._instrument import (
 from quiver.replay._keys import operator_call_key, operator_seed
 from quiver.replay._llm import LLMClient, llm, request_overrides
 
+from .landing import execution_landing
 from .results import _KIND_DIMENSIONS, ReplayError, ReplayMode, Target
 
 __all__ = ["ReplayBuilder", "Region", "recorded_regions", "template_from_ref"]
@@ -192,6 +193,7 @@ class ReplayBuilder(TraceBuilder):
         self._open_ancestors: list[CallRecord] = []
         self._target_call: NodeCall | None = None
         self._target_record: CallRecord | None = None
+        self._change: tuple[ExecutionChange, dict[str, Template]] | None = None
         self.target_report: TargetReport | None = None
         self.divergences: list[Divergence] = []
         source = self._calls[0]
@@ -278,7 +280,9 @@ class ReplayBuilder(TraceBuilder):
         if self.operator.mode == "output":
             return Directive("perturb", recorded, skip_body=True)
         change = self.operator.change(self._operator_context(recorded))
-        return Directive("perturb", recorded, context=lambda: self._execution_change(change), llm="live")
+        templates = {tid: template_from_ref(tid, ref) for tid, ref in change.templates.items()}
+        self._change = (change, templates)
+        return Directive("perturb", recorded, context=lambda: self._execution_change(change, templates), llm="live")
 
     # -- the target -------------------------------------------------------------------
     def _operator_context(self, recorded: NodeCall) -> OperatorContext:
@@ -315,13 +319,11 @@ class ReplayBuilder(TraceBuilder):
             return client.chat(messages=messages, name="operator", **request).content
 
         content = contextvars.Context().run(call)
-        with self._lock:
-            self.llm_calls[f"{recorded.node} (operator)"] += 1
+        self.wire.add_llm(f"{recorded.node} (operator)", scratch.wire.llm_total)
         return content
 
     @contextlib.contextmanager
-    def _execution_change(self, change: ExecutionChange) -> Iterator[None]:
-        templates = {tid: template_from_ref(tid, ref) for tid, ref in change.templates.items()}
+    def _execution_change(self, change: ExecutionChange, templates: dict[str, Template]) -> Iterator[None]:
         with template_overrides(templates), request_overrides(change.params):
             yield
 
@@ -333,9 +335,14 @@ class ReplayBuilder(TraceBuilder):
         if directive.action == "perturb":
             assert self.operator is not None and self.target_report is not None
             context = self._operator_context(recorded)
-            output = self.operator.apply(copy.deepcopy(recorded.output), context)
-            if self.operator.binary:
-                self.target_report.noop = self.operator.is_noop(recorded.output, output, context)
+            try:
+                output = self.operator.apply(copy.deepcopy(recorded.output), context)
+            except OperatorError as exc:  # it cannot apply to this output: served as recorded, not applied
+                self.target_report.landed, self.target_report.not_landed = False, str(exc)
+            else:
+                self.target_report.landed = True
+                if self.operator.binary:
+                    self.target_report.noop = self.operator.is_noop(recorded.output, output, context)
         record.decision = copy.deepcopy(recorded.decision)
         record.model, record.prompt, record.response = recorded.model, recorded.prompt, recorded.response
         record.retrieval, record.tool = recorded.retrieval, recorded.tool
@@ -381,12 +388,24 @@ class ReplayBuilder(TraceBuilder):
 
     # -- comparing --------------------------------------------------------------------
     def finish(self, output: Any = None, error: BaseException | None = None) -> Trace:
-        trace = self._as_written(super().finish(output, error))
+        trace = super().finish(output, error)
+        self._check_landing(trace)
+        trace = self._as_written(trace)
         report = self.target_report
         if self.redactor is not None and report is not None:
             report.original, report.perturbed = self.redactor.data([report.original, report.perturbed])
         self.divergences = self._compare(trace)
         return trace
+
+    def _check_landing(self, trace: Trace) -> None:
+        """Whether an execution change reached the target's requests
+        (:func:`~quiver.replay._replayer.landing.execution_landing`)."""
+        report, record = self.target_report, self._target_record
+        if self._change is None or report is None or record is None:
+            return
+        change, templates = self._change
+        reason = execution_landing(trace, record.call_path, change, templates)
+        report.landed, report.not_landed = reason is None, reason
 
     def _as_written(self, trace: Trace) -> Trace:
         """The replayed trace as the run's redactor writes it. The recording was written

@@ -91,6 +91,10 @@ class ReplayResult:
     """Tokens of the LLM requests the endpoint answered."""
     retries: dict[str, int] = field(default_factory=dict)
     """LLM attempts retried during the replay, by reason (rate_limited, server_error, ...)."""
+    wire: dict[str, Any] = field(default_factory=dict)
+    """Every HTTP request the replay sent, as the transport counted it
+    (:meth:`~quiver.replay._instrument.Wire.to_json`: LLM and other requests by node,
+    those unanswered, and those the replay contract did not account for)."""
 
     @property
     def reproduced(self) -> bool:
@@ -114,6 +118,7 @@ class ReplayResult:
             "target": self.target.to_json() if self.target is not None else None,
             "llm_calls": self.llm_calls, "served_calls": self.served_calls, "seconds": self.seconds,
             "llm_tokens": self.llm_tokens, "retries": self.retries,
+            **({"wire": self.wire} if self.wire else {}),
         }
 
     @classmethod
@@ -126,4 +131,5 @@ class ReplayResult:
             target=TargetReport(**{k: v for k, v in target.items()}) if target else None,
             llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
             llm_tokens=data.get("llm_tokens", 0), retries=dict(data.get("retries", {})),
+            wire=dict(data.get("wire") or {}),
         )

@@ -134,7 +134,7 @@ class Replayer:
             divergences=builder.divergences, target=builder.target_report,
             llm_calls=dict(sorted(builder.llm_calls.items())), served_calls=builder.served,
             seconds=round(time.perf_counter() - t0, 6), llm_tokens=builder.llm_tokens,
-            retries=dict(sorted(builder.retries.items())),
+            retries=dict(sorted(builder.retries.items())), wire=builder.wire.to_json(),
         )
 
     def _replacements(self, templates: Mapping[str, str] | None) -> dict[str, Any]:

@@ -196,8 +196,8 @@ def test_campaign_json_keeps_its_keys_and_their_order(campaign: CampaignEstimate
                           "perturbations", "validation", "validation_skipped", "controls"]
     p = data["perturbations"][2]
     assert list(p) == ["id", "node", "op", "params", "ladder", "pairs", "effective", "noop", "unstratified",
-                       "diverged", "failed", "groups", "downstream", "strata", "control_replays", "negative_control",
-                       "beta_shape", "beta_iter"]
+                       "diverged", "failed", "not_applied", "groups", "downstream", "strata", "control_replays",
+                       "negative_control", "beta_shape", "beta_iter"]
     assert list(p["strata"]["effective"])[:4] == ["n", "D_iter", "D_iter_ci", "D_iter_n"]
     assert list(p["beta_shape"])[-4:] == ["control_rate", "control_rate_ci", "control_n", "bins"]
     assert list(data["validation"][0])[3:6] == ["sigma_obs", "sigma_obs_ci", "n_obs"]

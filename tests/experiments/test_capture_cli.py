@@ -137,7 +137,9 @@ def test_param_change_on_a_captured_call_and_the_unseen_count(runs: tuple[Path, 
     data = json.loads((root / "campaign" / "campaign.json").read_text(encoding="utf-8"))
     entry = next(p for p in data["perturbations"] if p["id"] == "ask-fixed")
     assert entry["unseen_llm_nodes"] == ["blind"]
-    assert "perturbation ask-fixed: 1 llm node(s) recorded no LLM call (blind)" in run.stderr
+    # the wire saw its requests: they are named, node and endpoint, instead of the node alone
+    assert "node 'blind' sent " in run.stderr and "does not account for" in run.stderr
+    assert [u["node"] for u in data["unaccounted_requests"]] == ["blind"]
     assert "did not see" in (root / "campaign" / "report.md").read_text(encoding="utf-8")
     rows = [json.loads(line) for line in (root / "campaign" / "pairs.jsonl").read_text().splitlines()]
     perturbed = [r for r in rows if r["perturbation_id"] == "ask-fixed"]

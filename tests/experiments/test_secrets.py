@@ -74,6 +74,7 @@ perturbations:
     op: override
     params: {{set: {{owner: "someone else, contact {email}"}}}}
 replay: {{repeats: 2, downstream: cached}}
+fidelity: {{per_group: 0}}  # the pipeline reads its redacted secrets back: its replays cannot reproduce
 executor: {{kind: {executor}, concurrency: 2}}
 analysis: {{resamples: 100, permutations: 100, cache_dir: {embeddings}}}
 gate: {{probes: 2, repeats: 1}}

@@ -178,11 +178,19 @@ def test_capture_false_leaves_a_node_alone(recorded: list[Any]) -> None:
         assert not [c for c in trace.calls if c.call_path.startswith(call.call_path + "/")]
 
 
-def test_frozen_replay_reproduces_every_trace_without_an_llm_request(recorded: list[Any]) -> None:
+def test_frozen_replay_reproduces_every_trace_and_sends_only_what_the_capture_was_told_to_leave(
+    recorded: list[Any], simulator: Simulator
+) -> None:
+    """Every captured call is served; the node with ``capture=False`` runs its body and
+    its request goes out on every replay: the wire counts it, and names it as a request
+    the replay contract does not account for."""
     before = capture_stats().get("served", 0)
+    sent = simulator.stats().get("requests", 0)
     results = [Replayer(pipeline).replay(t) for t in recorded]
     assert all(r.reproduced for r in results), [r.divergences for r in results]
-    assert sum(r.total_llm_calls for r in results) == 0
+    assert [r.llm_calls for r in results] == [{"quiet": 1}] * 3
+    assert simulator.stats().get("requests", 0) - sent == sum(r.total_llm_calls for r in results) == 3
+    assert all([row["node"] for row in r.wire["unaccounted"]] == ["quiet"] for r in results)
     assert capture_stats().get("served", 0) - before == 3  # helper's child calls ran their body, served
 
 
