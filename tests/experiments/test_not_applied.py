@@ -59,7 +59,7 @@ perturbations:
   - {{id: score-shift, node: classify, op: numeric_edit, params: {{field: score, action: shift, amount: 0.5}}}}
   - {{id: tags-drop, node: classify, op: list_edit, params: {{field: tags, action: remove, count: 1}}}}
   - {{id: note-keyword, node: classify, op: text_edit, params: {{field: note, action: add_keyword, keywords: [asap]}}}}
-  - {{id: draft-swap, node: draft, op: prompt_swap, params: {{template: draft, variant: draft_terse.txt}}}}
+  - {{id: draft-swap, node: draft, op: prompt_swap, params: {{template: landing_draft, variant: draft_terse.txt}}}}
   - {{id: lookup-hot, node: lookup, op: param_change, params: {{temperature: 0.9}}}}
 replay: {{repeats: 1, controls: 0, downstream: live}}
 analysis: {{resamples: 100, permutations: 100, cache_dir: {embeddings}}}
@@ -118,6 +118,6 @@ def test_the_run_says_why_and_exits_1(campaign: tuple[Path, Any]) -> None:
     lines = [line for line in done.stderr.splitlines() if "replays not applied" in line]
     assert len(lines) == sum(lands != ALL for lands in LANDS.values()), lines
     by_id = {pid: next(line for line in lines if f"'{pid}'" in line) for pid in LANDS if LANDS[pid] != ALL}
-    assert "template 'draft'" in by_id["draft-swap"]
+    assert "template 'landing_draft'" in by_id["draft-swap"]
     assert "temperature=0.9" in by_id["lookup-hot"]
     assert "urgency" in by_id["urgency-flip"] and "'urgency-override'" not in "".join(lines)

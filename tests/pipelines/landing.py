@@ -3,9 +3,10 @@
 * ``classify`` (a transform) gives the fields ``urgency``, ``flagged``, ``score``,
   ``tags`` and ``note`` only to inputs marked urgent: an output operator on one of them
   cannot be applied to the others.
-* ``draft`` renders the registered template ``draft`` for inputs marked templated, and
-  sends raw messages through the ``openai`` SDK for the others: a ``prompt_swap`` of the
-  template reaches only the first.
+* ``draft`` renders the registered template ``landing_draft`` (an id of its own:
+  templates are registered process-wide) for inputs marked templated, and sends raw
+  messages through the ``openai`` SDK for the others: a ``prompt_swap`` of the template
+  reaches only the first.
 * ``lookup`` asks the model through the ``openai`` SDK, or, for inputs marked hidden,
   posts the same chat completion with ``urllib`` (a client the capture does not record):
   a ``param_change`` reaches only the first.
@@ -26,7 +27,7 @@ import openai
 
 import quiver
 
-quiver.template("draft", system="Write a short draft.", user="{question}")
+quiver.template("landing_draft", system="Write a short draft.", user="{question}")
 
 
 def _base_url() -> str:
@@ -45,7 +46,7 @@ def classify(question: str, urgent: bool) -> dict[str, Any]:
 @quiver.node("draft", kind="llm")
 def draft(question: str, templated: bool) -> str:
     if templated:
-        return quiver.llm().chat("draft", model="sim-echo", question=question).content
+        return quiver.llm().chat("landing_draft", model="sim-echo", question=question).content
     client = openai.OpenAI(base_url=_base_url(), api_key=os.environ.get("OPENAI_API_KEY", "x"), max_retries=0)
     answer = client.chat.completions.create(
         model="sim-echo", messages=[{"role": "system", "content": "Write a short draft."},
