@@ -24,30 +24,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from fuzzing import run_cli
+from siblings import sibling
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))
 
 
-def _sibling(name: str, folder: Path) -> Any:
-    """The test module ``folder/name.py``, the instance pytest already imported when it
-    collected it (under another module name): importing it again would register its
-    executor a second time."""
-    import importlib
-
-    path = (folder / f"{name}.py").resolve()
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and Path(file).resolve() == path:
-            return module
-    return importlib.import_module(name)
-
-
-_campaign_resume = _sibling("test_campaign_resume", Path(__file__).parent)
-_record_resume = _sibling("test_record_resume", Path(__file__).parents[1] / "replay")
+_campaign_resume = sibling("test_campaign_resume", Path(__file__).parent)
+_record_resume = sibling("test_record_resume", Path(__file__).parents[1] / "replay")
 Campaign = _campaign_resume.Campaign
 _copy_run, _same_as = _campaign_resume._copy_run, _campaign_resume._same_as
 campaign, reference = _campaign_resume.campaign, _campaign_resume.reference  # fixtures, used by name

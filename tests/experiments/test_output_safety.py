@@ -45,29 +45,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fuzzing import CliResult, run_cli
+from siblings import sibling
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-
-def _sibling(name: str) -> Any:
-    """A test module of this folder as pytest imported it (importing it again would
-    register the resume tests' executor twice)."""
-    import importlib
-
-    path = (Path(__file__).parent / f"{name}.py").resolve()
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and Path(file).resolve() == path:
-            return module
-    return importlib.import_module(name)
-
-
-_interrupt = _sibling("test_interrupt")
-_campaign_resume = _sibling("test_campaign_resume")
+_interrupt = sibling("test_interrupt", Path(__file__).parent)
+_campaign_resume = sibling("test_campaign_resume", Path(__file__).parent)
 _ledger_rows = _interrupt._ledger_rows
 Campaign = _campaign_resume.Campaign
 campaign, reference = _campaign_resume.campaign, _campaign_resume.reference  # fixtures, used by name
