@@ -112,8 +112,9 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
         return
     base = Path.cwd()
     fn = load_pipeline(args.pipeline, base)
-    secret = os.environ.get(args.api_key_env) if args.api_key_env else None
-    redactor = Redactor(literals=[secret] if secret else [])
+    from quiver.experiments._config import key_literals
+
+    redactor = Redactor(literals=key_literals(os.environ.get(args.api_key_env) if args.api_key_env else None))
     if args.base_url is None:
         yield fn, None, base, redactor
         return

@@ -17,7 +17,7 @@ from .campaign import (
     ReplaySpec,
     SelectSpec,
 )
-from .llm import open_llm, probe_endpoint, simulator_models, spec_redactor
+from .llm import MIN_KEY_LITERAL, key_literals, open_llm, probe_endpoint, simulator_models, spec_redactor
 from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, load_inputs
 
 __all__ = [
@@ -37,5 +37,7 @@ __all__ = [
     "open_llm",
     "probe_endpoint",
     "spec_redactor",
+    "key_literals",
+    "MIN_KEY_LITERAL",
     "simulator_models",
 ]

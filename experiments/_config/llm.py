@@ -34,7 +34,8 @@ from quiver.replay import (
 
 from .record import LLMSpec, RecordSpec, SimulatorSpec
 
-__all__ = ["open_llm", "spec_redactor", "probe_endpoint", "simulator_models", "endpoint_environment",
+__all__ = ["open_llm", "spec_redactor", "key_literals", "MIN_KEY_LITERAL", "probe_endpoint", "simulator_models",
+           "endpoint_environment",
            "PROBE_ATTEMPTS", "PROBE_TIMEOUT_S", "ENDPOINT_VARIABLES"]
 
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
@@ -158,10 +159,23 @@ def endpoint_environment(base_url: str, api_key: str | None) -> Iterator[None]:
                 os.environ[name] = value
 
 
+MIN_KEY_LITERAL = 8
+"""The shortest value of the API-key variable that is removed wherever it occurs: a
+shorter one is a placeholder (``x``, ``EMPTY``, ``none``, as local servers take), and
+removing every occurrence of it would wreck the text it occurs in."""
+
+
+def key_literals(value: str | None) -> list[str]:
+    """The API-key variable's value as a literal to redact, when it is long enough to be
+    a secret (:data:`MIN_KEY_LITERAL`); the built-in kinds still find a key of a known shape."""
+    return [value] if value and len(value.strip()) >= MIN_KEY_LITERAL else []
+
+
 def spec_redactor(spec: RecordSpec) -> Redactor:
-    """The spec's redaction, plus the value of the API-key variable it names."""
+    """The spec's redaction, plus the value of the API-key variable it names (when it is
+    long enough to be a secret: :func:`key_literals`)."""
     secret = os.environ.get(spec.llm.api_key_env) if spec.llm.api_key_env else None
-    return Redactor(spec.redact, literals=[secret] if secret else [])
+    return Redactor(spec.redact, literals=key_literals(secret))
 
 
 def probe_endpoint(base_url: str, *, attempts: int = PROBE_ATTEMPTS, timeout_s: float = PROBE_TIMEOUT_S) -> None:

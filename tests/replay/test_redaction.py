@@ -294,3 +294,16 @@ def test_import_redacts_with_a_redact_block_or_the_built_in_rules(tmp_path: Path
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f'quiver import: error: {block}:2: redact.emails: Input should be a valid boolean, unable to interpret '
         'input, got "maybe"']
+
+
+def test_a_placeholder_key_is_not_removed_wherever_it_occurs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local servers take any key (``EMPTY``, ``x``): the value of ``api_key_env`` is redacted
+    as a literal only when it is long enough to be a secret, else it would wreck every text
+    it occurs in (each ``x`` of "exactly")."""
+    from quiver.experiments._config import MIN_KEY_LITERAL, key_literals
+
+    assert key_literals("x") == [] and key_literals("EMPTY") == [] and key_literals(None) == []
+    secret = "k" * MIN_KEY_LITERAL
+    assert key_literals(secret) == [secret]
+    redactor = Redactor(literals=key_literals("x") + key_literals(secret))
+    assert redactor.text(f"exactly EMPTY {secret}") == "exactly EMPTY [REDACTED:secret]"
