@@ -32,7 +32,9 @@ from .common import (
     read_sources,
     summary_key,
 )
+from .detect import AUTO, FAMILIES, check_file, choose_format, families
 from .frameworks import load_program_state
+from .reconcile import Reconciliation, dedupe, fingerprint
 from .registry import get_format
 from .values import MAX_DEPTH, loads, too_deep
 
@@ -60,6 +62,8 @@ class ImportResult:
     """Attribute keys mapped onto trace fields, with how many spans had them."""
     kept: Counter[str] = field(default_factory=Counter)
     """Attribute keys kept in tags (not mapped), with how many spans had them."""
+    reconciliation: Reconciliation = field(default_factory=Reconciliation)
+    """Spans read by kind and what became of them (:mod:`quiver._importers.reconcile`)."""
 
     @property
     def ok(self) -> bool:
@@ -85,6 +89,7 @@ class ImportResult:
             "calls": self.calls,
             "traces": len(self.traces),
             "groups": self.groups,
+            "reconciliation": self.reconciliation.to_json(),
             "attributes": {
                 "mapped": dict(sorted(self.mapped.items())),
                 "kept_in_tags": dict(sorted(self.kept.items())),
@@ -138,24 +143,54 @@ def import_traces(
         :class:`~quiver._importers.ImportFormatError` (listing the registered ones);
         everything else is a problem and the import goes on with what can be read.
     """
-    fmt = get_format(format)
+    fmt = None if format == AUTO else get_format(format)
     _check_group_by(group_by)
     hints = {"dspy_program": load_program_state(dspy_program)} if dspy_program is not None else {}
-    namer = _namer(node_name, fmt)
     single = isinstance(files_or_records, (str, os.PathLike, Mapping))
     sources = [files_or_records] if single else list(files_or_records)
-    result = ImportResult(format=fmt.name, sources=[str(s) for s in sources if isinstance(s, (str, os.PathLike))])
+    problems: list[ImportProblem] = []
+    records = list(read_sources(sources, problems))
+    fmt = _checked_format(fmt, records)
+    namer = _namer(node_name, fmt)
+    result = ImportResult(format=fmt.name, sources=[str(s) for s in sources if isinstance(s, (str, os.PathLike))],
+                          problems=problems)
     spans: list[SourceSpan] = []
-    for value, where in read_sources(sources, result.problems):
+    for value, where in records:
         spans += _spans_of(fmt, value, where, result.problems)
     for i, span in enumerate(spans):
         span.index = i
-    result.spans_read = len(spans)
-    drafts = [d for group in _by_trace(_dedupe(spans, result.problems))
-              if (d := _draft(fmt, group, namer, result, hints))]
+        span.source_kind = fmt.source_kind(span)
+    result.spans_read = result.reconciliation.records = len(spans)
+    spans = dedupe(spans, result.problems, result.reconciliation)
+    result.reconciliation.spans.update(s.source_kind for s in spans)
+    drafts = [d for group in _by_trace(spans) if (d := _draft(fmt, group, namer, result, hints))]
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
-    result.traces = _finish(drafts, group_by, fmt, result.problems)
+    result.traces = _finish(drafts, group_by, fmt, result.problems, result.reconciliation)
     return result
+
+
+def _checked_format(fmt: SpanFormat | None, records: list[tuple[Any, str]]) -> SpanFormat:
+    """The format that reads the files (``auto``: the one most of their spans are in); a file
+    the format does not read is refused (:mod:`quiver._importers.detect`)."""
+    if fmt is not None and fmt.name not in FAMILIES:
+        return fmt
+    found: dict[str, Counter[str]] = {}
+    samples: dict[str, Any] = {}
+    otel = get_format("otel-genai")
+    for value, where in records:
+        if where.startswith("<records>"):
+            continue
+        source = _source_of(where)
+        found.setdefault(source, Counter()).update(families(value, otel))
+        samples.setdefault(source, value)
+    if fmt is None:
+        if not found:
+            raise QuiverError("the auto format detects the format of span files; name the format of the records "
+                              f"passed in ({', '.join(FAMILIES)})")
+        fmt = get_format(choose_format(found))
+    for source, counts in found.items():
+        check_file(source, counts, fmt.name, samples[source])
+    return fmt
 
 
 _UNEXPECTED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError,
@@ -182,12 +217,19 @@ def _draft(fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, re
            hints: Mapping[str, Any]) -> _Draft | None:
     """One trace's draft; a trace whose spans the format fails to map is a problem and left out."""
     try:
-        return _Assembly(fmt, fmt.arrange(spans, hints, lambda s, what: _note(result, s, what)), namer, result).draft()
+        assembly = _Assembly(fmt, fmt.arrange(spans, hints, lambda s, what: _note(result, s, what)), namer, result)
+        draft = assembly.draft()
     except _UNEXPECTED as exc:
         first = min(spans, key=lambda s: s.index)
         result.problems.append(ImportProblem(first.where, first.span_id, f"the trace of this span could not be "
                                              f"built ({_error_text(exc)}); its {len(spans)} span(s) were left out"))
+        result.reconciliation.drop(spans, "in a trace that could not be built")
         return None
+    calls = {id(s): assembly.mapped[id(s)][0].kind for s in assembly.calls}
+    into = {str(a.get("span_id")): calls[id(s)] for s in assembly.calls for a in s.absorbed}
+    draft.outcomes = [(s, "trace" if s is assembly.trace_span else calls.get(id(s)) or
+                       ("folded:" + into[str(s.span_id)] if str(s.span_id) in into else "folded")) for s in spans]
+    return draft
 
 
 def _note(result: ImportResult, span: SourceSpan, what: str) -> None:
@@ -202,9 +244,10 @@ def _error_text(exc: BaseException) -> str:
 def _check_group_by(group_by: str | None) -> None:
     if group_by in (None, "input", "session", "trace"):
         return
-    if isinstance(group_by, str) and re.fullmatch(r"(metadata|attribute)\..+", group_by):
+    if isinstance(group_by, str) and re.fullmatch(r"(metadata|attribute|resource)\..+", group_by):
         return
-    raise QuiverError(f"group_by must be input, session, trace, metadata.KEY or attribute.NAME; got {group_by!r}")
+    raise QuiverError(f"group_by must be input, session, trace, metadata.KEY, attribute.NAME or resource.KEY; "
+                      f"got {group_by!r}")
 
 
 def _namer(spec: str | NodeNamer | None, fmt: SpanFormat) -> NodeNamer | None:
@@ -225,35 +268,6 @@ def _namer(spec: str | NodeNamer | None, fmt: SpanFormat) -> NodeNamer | None:
 
         return by_attribute
     raise QuiverError(f"node_name must be name, kind+name, attribute.KEY or a function; got {spec!r}")
-
-
-def _fingerprint(span: SourceSpan) -> str:
-    return canonical_json([span.name, span.parent_id, span.start_ns, span.end_ns, span.attributes, span.envelope])
-
-
-def _dedupe(spans: list[SourceSpan], problems: list[ImportProblem]) -> list[SourceSpan]:
-    first: dict[tuple[str | None, str], SourceSpan] = {}
-    count: Counter[tuple[str | None, str]] = Counter()
-    out = []
-    for span in spans:
-        if span.span_id is None:
-            out.append(span)
-            continue
-        key = (span.trace_id, span.span_id)
-        count[key] += 1
-        if key not in first:
-            first[key] = span
-            out.append(span)
-        elif _fingerprint(span) == _fingerprint(first[key]):
-            problems.append(ImportProblem(span.where, span.span_id,
-                                          f"duplicate of the identical span at {first[key].where}; dropped"))
-        else:
-            new_id = f"{span.span_id}~{count[key]}"
-            problems.append(ImportProblem(span.where, span.span_id, f"span id already used by the span at "
-                                          f"{first[key].where} with other content; kept as span {new_id}"))
-            span.span_id = new_id
-            out.append(span)
-    return out
 
 
 def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
@@ -306,6 +320,8 @@ class _Draft:
     start_ns: int | None
     first_index: int
     quiver: dict[str, Any]
+    outcomes: list[tuple[SourceSpan, str]] = field(default_factory=list)
+    """What became of each span of the trace (see :class:`Reconciliation`)."""
 
 
 def _take_quiver(attrs: Attrs, note: Callable[[str], None]) -> dict[str, Any]:
@@ -367,12 +383,31 @@ class _Assembly:
             if pid is None or (top is not None and pid == top):
                 parent[id(span)] = None
             elif pid not in by_id:
-                self.note(span, f"parent span {pid} is not in trace {span.trace_id}; imported as a root-level call")
+                where = f"trace {span.trace_id}" if span.trace_id else "the spans read"
+                self.note(span, f"parent span {pid} is not in {where}; imported as a root-level call")
                 parent[id(span)] = None
             else:
                 parent[id(span)] = by_id[pid]
+        self._repair_zero_parents(parent)
         self._break_cycles(parent)
         return parent
+
+    def _repair_zero_parents(self, parent: dict[int, SourceSpan | None]) -> None:
+        """Spans naming the invalid (all-zero) span id as their parent go under the trace's root
+        span (the one whose own id is that invalid id, else the first root), with one problem."""
+        orphans = [s for s in self.calls if s.zero_parent and parent[id(s)] is None]
+        if not orphans:
+            return
+        roots = [s for s in self.calls if parent[id(s)] is None and not s.zero_parent]
+        root = next((s for s in roots if s.zero_id), None) or (min(roots, key=_sibling_key) if roots else None)
+        if root is None:
+            self.note(orphans[0], f"{len(orphans)} span(s) name the invalid span id 0000000000000000 as their "
+                      "parent and the trace has no root span; imported as root-level calls")
+            return
+        for span in orphans:
+            parent[id(span)] = root
+        self.note(orphans[0], f"{len(orphans)} span(s) name the invalid span id 0000000000000000 as their parent; "
+                  f"attached to the trace's root span '{root.name}'")
 
     def _break_cycles(self, parent: dict[int, SourceSpan | None]) -> None:
         """Root one span of every parent cycle (the first by start time, then span id), in
@@ -500,7 +535,7 @@ class _Assembly:
         tags["import"] = self._import_note(root)
         fields = {
             "trace_id": str(tq.get("trace_id") or extra.get("trace_id") or root.trace_id or root.span_id
-                            or "span-" + content_hash(_fingerprint(root))[7:23]),
+                            or "span-" + content_hash(fingerprint(root))[7:23]),
             "run_id": str(tq.get("run_id") or f"import-{self.fmt.name}"),
             "pipeline": str(tq.get("pipeline") or extra.get("pipeline") or root.name),
             "inputs": calls[0].output, "calls": calls, "output": to_jsonable(output), "tags": tags,
@@ -591,8 +626,12 @@ def _group_value(group_by: str | None, draft: _Draft, fmt: SpanFormat, problems:
         value = fmt.session(root)
     elif group_by.startswith("metadata."):
         value = fmt.metadata(root, group_by[len("metadata."):])
+    elif group_by.startswith("resource."):
+        value = _resource(draft, group_by[len("resource."):])
     else:
         value = fmt.attribute(root, group_by[len("attribute."):])
+        if value in (None, ""):  # an attribute of the resource the spans came from
+            value = _resource(draft, group_by[len("attribute."):])
     if value is None or value == "":
         problems.append(ImportProblem(root.where, root.span_id, f"trace {fields['trace_id']} has no {group_by} "
                                       "on its root span; grouped by the hash of its input instead"))
@@ -600,8 +639,14 @@ def _group_value(group_by: str | None, draft: _Draft, fmt: SpanFormat, problems:
     return value if isinstance(value, str) else canonical_json(value)
 
 
+def _resource(draft: _Draft, key: str) -> Any:
+    """A resource attribute of the trace (``service.name``): the root span's resource, else any span's."""
+    spans = [draft.root, *(s for s, _ in draft.outcomes)]
+    return next((s.resource[key] for s in spans if s.resource.get(key) not in (None, "")), None)
+
+
 def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
-            problems: list[ImportProblem]) -> list[Trace]:
+            problems: list[ImportProblem], counts: Reconciliation) -> list[Trace]:
     """Traces in start order (ties in input order); repeats numbered by start time, ties by trace id."""
     used_ids: Counter[str] = Counter()
     rows: list[dict[str, Any]] = []
@@ -610,7 +655,7 @@ def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
         used_ids[fields["trace_id"]] += 1
         if used_ids[fields["trace_id"]] > 1:
             fields["trace_id"] = f"{fields['trace_id']}~{used_ids[fields['trace_id']]}"
-        renamed = _Draft(fields, draft.root, draft.start_ns, draft.first_index, draft.quiver)
+        renamed = _Draft(fields, draft.root, draft.start_ns, draft.first_index, draft.quiver, draft.outcomes)
         fields["input_id"] = _group_value(group_by, renamed, fmt, problems)
         repeat = draft.quiver.get("repeat") if group_by is None and "input_id" in draft.quiver else None
         fields["repeat"] = repeat if isinstance(repeat, int) else None
@@ -629,4 +674,8 @@ def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
             problems.append(ImportProblem(draft.root.where, draft.root.span_id,
                                           f"trace {fields['trace_id']} does not fit the trace format "
                                           f"({exc.errors()[0]['msg']}); left out"))
+            counts.drop([s for s, _ in draft.outcomes], "in a trace that does not fit the trace format")
+            continue
+        for span, outcome in draft.outcomes:
+            counts.count(span, outcome)
     return traces

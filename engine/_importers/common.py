@@ -67,7 +67,8 @@ from quiver._canonical import to_jsonable
 from quiver._errors import QuiverError
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, RetrievalDoc, ToolStep
 
-from .values import MAX_DEPTH, NestedTooDeep, loads
+from .otlp_proto import OtlpDecodeError, decode_export, looks_like_otlp
+from .values import MAX_DEPTH, NestedTooDeep, loads, too_deep
 
 __all__ = [
     "NOTHING",
@@ -147,6 +148,12 @@ class SourceSpan:
     """Tags for the trace (loops), on the span that is the trace."""
     tool: tuple[str, Any, Any] | None = None
     """The tool step (name, arguments, response) of a call whose tool span was folded into it."""
+    source_kind: str = "other"
+    """The span's kind in the file (llm, tool, retriever, chain, other), for the reconciliation."""
+    zero_parent: bool = False
+    """The span names an invalid (all-zero) span id as its parent."""
+    zero_id: bool = False
+    """The span's own id is invalid (all zeros)."""
 
 
 @dataclass
@@ -355,6 +362,11 @@ class SpanFormat:
         """An attribute of a span, for ``group_by`` and ``node_name``."""
         return span.attributes.get(name)
 
+    def source_kind(self, span: SourceSpan) -> str:
+        """The span's kind in the file, as read (before any mapping): ``llm``, ``tool``,
+        ``retriever``, ``chain`` or ``other``; the reconciliation counts spans by it."""
+        return "other"
+
     def session(self, span: SourceSpan) -> Any:
         """The session (conversation) id of a trace, from its root span."""
         return span.attributes.get("session.id")
@@ -385,7 +397,7 @@ def _id_in(text: str) -> str | None:
     return m.group(1)[2:] if m.group(1).startswith("0x") else m.group(1)
 
 
-def _read_text(path: Path) -> str:
+def _read_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise QuiverError(f"{path}: no such file; give span files exported as JSON or JSON Lines")
     raw = path.read_bytes()
@@ -394,7 +406,11 @@ def _read_text(path: Path) -> str:
             raw = gzip.decompress(raw)
         except zlib.error as exc:  # a damaged deflate stream (a bad header is an OSError)
             raise OSError(f"not a readable gzip file: {exc}") from None
-    return raw.decode("utf-8-sig")
+    return raw
+
+
+def _suffix(path: Path) -> str:
+    return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
 
 
 def read_sources(sources: Iterable[Any], problems: list[ImportProblem]) -> Iterator[tuple[Any, str]]:
@@ -407,9 +423,14 @@ def read_sources(sources: Iterable[Any], problems: list[ImportProblem]) -> Itera
 
 
 def read_file(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, str]]:
-    """A JSON document, a JSON array (element by element) or JSON Lines; truncated files in part."""
+    """A JSON document, a JSON array (element by element), JSON Lines, concatenated JSON values or
+    an OTLP protobuf export; truncated files in part."""
     try:
-        text = _read_text(path)
+        raw = _read_bytes(path)
+        if looks_like_otlp(raw, _suffix(path)):
+            yield from _protobuf(raw, path, problems)
+            return
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raw = exc.object if isinstance(exc.object, bytes) else b""
         line = raw.count(b"\n", 0, exc.start) + 1
@@ -435,8 +456,61 @@ def read_file(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, 
         yield whole, str(path)
     elif _looks_like_jsonl(text):
         yield from _jsonl(text, path, problems)
+    elif _concatenated(text):
+        yield from _objects(text, path, problems)
     else:
         yield from _salvage(text, path, problems)
+
+
+def _concatenated(text: str) -> bool:
+    """JSON values one after the other (the OTel SDK's ``ConsoleSpanExporter`` and file exporters
+    write pretty-printed ``span.to_json()`` objects so): the first value is whole and more follows."""
+    start = len(text) - len(text.lstrip())
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return False
+    return bool(text[end:].strip())
+
+
+def _objects(text: str, path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, str]]:
+    """Each JSON value of concatenated JSON, with the line it starts on; a value that does not
+    parse ends the reading, with a problem."""
+    decoder = json.JSONDecoder()
+    pos, line, last = 0, 1, 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text):
+            return
+        line += text.count("\n", last, pos)
+        last = pos
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            problems.append(ImportProblem(
+                f"{path}:{exc.lineno}:{exc.colno}", _id_in(text[last:last + 4000]),
+                f"truncated or invalid JSON ({exc.msg}); the records before line {line} were imported, "
+                "the record from there on was not"))
+            return
+        except RecursionError:
+            problems.append(ImportProblem(f"{path}:{line}", None, f"the record is nested more than {MAX_DEPTH} "
+                                          f"levels deep; the records before line {line} were imported, the "
+                                          "record from there on was not"))
+            return
+        if too_deep(value):
+            problems.append(ImportProblem(f"{path}:{line}", None, f"the record is nested more than {MAX_DEPTH} "
+                                          "levels deep; skipped"))
+            continue
+        yield value, f"{path}:{line}"
+
+
+def _protobuf(raw: bytes, path: Path, problems: list[ImportProblem]) -> Iterator[tuple[Any, str]]:
+    try:
+        yield decode_export(raw), str(path)
+    except OtlpDecodeError as exc:
+        problems.append(ImportProblem(str(path), None, f"not an OTLP protobuf export ({exc}); nothing in the file "
+                                      "could be imported"))
 
 
 _TOO_DEEP: Any = type("TooDeep", (), {"__repr__": lambda self: "TOO_DEEP"})()

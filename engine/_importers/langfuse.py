@@ -54,7 +54,8 @@ from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInf
 
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
 from .registry import import_format
-from .values import documents, messages_text, normalise_messages, parse_json, render_messages, to_ns
+from .reply import compared_reply, reply_of, without_volatile
+from .values import documents, normalise_messages, parse_json, render_messages, to_ns
 
 __all__ = ["LangfuseFormat"]
 
@@ -124,6 +125,13 @@ class LangfuseFormat(SpanFormat):
             ))
         return out
 
+    def source_kind(self, span: SourceSpan) -> str:
+        type_ = span.attributes.get("type")
+        kind = _refined_kind(_TYPES.get(str(type_), "transform"), type_, _attributes(span))
+        if kind != "transform":
+            return "retriever" if kind == "retrieval" else kind
+        return "chain" if type_ in ("SPAN", "AGENT", "CHAIN") else "other"
+
     def map_call(self, span: SourceSpan, attrs: Attrs, note: Note) -> MappedCall:
         for key in _PLACE:
             attrs.get(key)
@@ -133,7 +141,7 @@ class LangfuseFormat(SpanFormat):
         given = attrs.get("input")
         mc.input = NOTHING if given is None else parse_json(
             given, on_deep=lambda why: note(f"input is {why}; imported as text"))
-        mc.output = parse_json(attrs.get("output"), on_deep=lambda why: note(f"output is {why}; imported as text"))
+        output = parse_json(attrs.get("output"), on_deep=lambda why: note(f"output is {why}; imported as text"))
         mc.error = self._error(attrs)
         mc.model = self._model(attrs)
         if mc.model is not None or mc.kind == "llm":
@@ -143,7 +151,10 @@ class LangfuseFormat(SpanFormat):
                 mc.prompt = PromptInfo(assembled=render_messages(messages or []),
                                        template_id=str(template) if template else None)
         if mc.kind == "llm":
-            mc.response = self._response(attrs, mc.output)
+            output = self._reply(attrs, mc, output)
+        mc.output = without_volatile(output)
+        if mc.output is not output:  # the output as written stays in tags
+            attrs.used.discard("output")
         if mc.kind == "retrieval" and isinstance(mc.output, list):
             mc.retrieval = documents(mc.output)[0]
         if mc.kind == "tool":
@@ -168,21 +179,20 @@ class LangfuseFormat(SpanFormat):
         params = {k: parse_json(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
         return ModelInfo(name=str(name), params=to_jsonable({k: v for k, v in params.items() if v is not None}))
 
-    def _response(self, attrs: Attrs, output: Any) -> LLMResponse | None:
-        if output is None:
-            return None
-        messages = normalise_messages(output) if isinstance(output, (list, Mapping)) else None
-        if isinstance(output, str):
-            content = output
-        elif messages:
-            content = messages_text(messages)
-        else:
-            content = canonical_json(output)
+    def _reply(self, attrs: Attrs, mc: MappedCall, output: Any) -> Any:
+        """A generation's response, and its compared output: the reply (see :mod:`quiver._importers.reply`)."""
         details = parse_json(attrs.get("usageDetails"))
-        usage = ({_USAGE.get(str(k), str(k)): int(v) for k, v in (details or {}).items()
-                 if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
-                 if isinstance(details, Mapping) else {})
-        return LLMResponse(content=content, usage=usage)
+        usage = {_USAGE.get(str(k), str(k)): int(v) for k, v in (details or {}).items()
+                 if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)} \
+            if isinstance(details, Mapping) else {}
+        reply = reply_of(output) if output is not None else None
+        if reply is None:
+            if output is not None or usage:
+                content = "" if output is None else canonical_json(without_volatile(output))
+                mc.response = LLMResponse(content=content, usage=usage)
+            return output
+        mc.response = LLMResponse(content=reply.text, usage={**reply.usage, **usage}, finish_reason=reply.finish_reason)
+        return compared_reply(reply, output, attrs, ("output",))
 
     def _tool(self, span: SourceSpan, meta: Mapping[str, Any], given: Any, output: Any) -> ToolStep:
         name = next((meta[k] for k in ("gen_ai.tool.name", "tool.name", "ai.toolCall.name") if meta.get(k)), span.name)

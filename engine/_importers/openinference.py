@@ -66,12 +66,12 @@ from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
 from .frameworks import arrange
 from .otel import OtelFormat, response_usage
 from .registry import import_format
+from .reply import Pairs, Reply, compared_reply, reply_of, reply_output, without_volatile
 from .values import (
     NestedTooDeep,
     documents,
     iso_from_ns,
     loads,
-    messages_text,
     normalise_messages,
     parse_json,
     render_messages,
@@ -81,6 +81,8 @@ from .values import (
 __all__ = ["OpenInferenceFormat", "export_openinference", "write_openinference", "to_otlp"]
 
 _IMPORT_KINDS: dict[str, CallKind] = {"LLM": "llm", "RETRIEVER": "retrieval", "RERANKER": "retrieval", "TOOL": "tool"}
+_SOURCE_KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever", "RERANKER": "retriever", "CHAIN": "chain",
+                 "AGENT": "chain"}
 _EXPORT_KINDS = {"llm": "LLM", "retrieval": "RETRIEVER", "tool": "TOOL"}
 _DEFAULT_EPOCH_NS = 1_704_067_200 * 1_000_000_000  # 2024-01-01T00:00:00Z
 
@@ -98,6 +100,10 @@ class OpenInferenceFormat(OtelFormat):
     def kind_of(self, attributes: Mapping[str, Any]) -> str:
         return str(attributes.get("openinference.span.kind") or "")
 
+    def source_kind(self, span: SourceSpan) -> str:
+        label = self.kind_of(span.attributes).upper()
+        return _SOURCE_KINDS.get(label, "other")
+
     def arrange(self, spans: list[SourceSpan], hints: Mapping[str, Any],
                 note: Callable[[SourceSpan, str], None]) -> list[SourceSpan]:
         return arrange(spans, hints, note)
@@ -114,16 +120,8 @@ class OpenInferenceFormat(OtelFormat):
             mc.prompt = PromptInfo(assembled=render_messages(messages or []),
                                    template_hash=content_hash(template) if isinstance(template, str) else None)
         out_messages = _messages(attrs, "llm.output_messages", note)
-        if out_messages:
-            reason = attrs.get("llm.finish_reason")
-            mc.response = LLMResponse(content=messages_text(out_messages), usage=response_usage(attrs),
-                                      finish_reason=str(reason) if reason not in (None, "") else None)
-            if output is NOTHING or _client_envelope(output, out_messages):
-                if output is not NOTHING:  # the framework's result object stays in tags
-                    attrs.used.difference_update({"output.value", "output.mime_type"})
-                last = out_messages[-1][1]
-                output = (parse_json(messages_text(out_messages)) if all(p.get("type") == "text" for p in last)
-                          else [{"role": r, "parts": p} for r, p in out_messages])
+        if mc.kind == "llm" or out_messages:
+            output = _llm_reply(span, attrs, mc, out_messages, output)
         prefix = "reranker.output_documents" if label == "RERANKER" else "retrieval.documents"
         raw_docs = unflatten(attrs.prefix(prefix)) if any(k.startswith(prefix + ".") for k in attrs.data) else None
         if isinstance(raw_docs, list):
@@ -133,7 +131,7 @@ class OpenInferenceFormat(OtelFormat):
             else:
                 _keep_document_details(attrs, prefix)
         output = None if output is NOTHING else output
-        mc.output = _without_volatile_ids(output)
+        mc.output = without_volatile(output)
         if mc.output is not output:  # the output as written stays in tags
             attrs.used.difference_update({"output.value", "output.mime_type"})
         if mc.kind == "tool" and span.tool is not None:  # a framework node that ran a tool
@@ -146,37 +144,24 @@ class OpenInferenceFormat(OtelFormat):
         return mc
 
 
-_VOLATILE_ID = re.compile(r"^(lc_run--|run-[0-9a-f]{8}-|chatcmpl-)")
-"""Ids a client or framework makes afresh for every call: LangChain run ids, OpenAI completion ids."""
+def _llm_reply(span: SourceSpan, attrs: Attrs, mc: MappedCall, out_messages: Pairs | None, output: Any) -> Any:
+    """An LLM span's response, and its compared output (the reply: see :mod:`quiver._importers.reply`).
 
-
-def _client_envelope(output: Any, messages: list[tuple[str, list[dict[str, Any]]]]) -> bool:
-    """True when an LLM span's output is the client's result object around the output messages
-    (a LangChain ``LLMResult``, an OpenAI completion, DSPy's list of texts), not a value of its own."""
-    if isinstance(output, Mapping):
-        return "generations" in output or "choices" in output
-    texts = [messages_text([m]) for m in messages]
-    return isinstance(output, list) and bool(output) and output == texts[-len(output):]
-
-
-def _without_volatile_ids(value: Any) -> Any:
-    """``value`` without the ``id`` fields that hold per-call ids (:data:`_VOLATILE_ID`); the same object
-    when it has none."""
-    if isinstance(value, list):
-        items = [_without_volatile_ids(v) for v in value]
-        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-    if not isinstance(value, Mapping):
-        return value
-    out: dict[str, Any] = {}
-    changed = False
-    for key, item in value.items():
-        if key == "id" and isinstance(item, str) and _VOLATILE_ID.match(item):
-            changed = True
-            continue
-        clean = _without_volatile_ids(item)
-        changed = changed or clean is not item
-        out[key] = clean
-    return out if changed else value
+    A framework node that ran the LLM call (spans folded into it) and a span the engine
+    exported keep their own output; the reply is the output of any other LLM span, whose
+    ``output.value`` as written then stays in tags."""
+    reply = Reply(out_messages) if out_messages else reply_of(output) if output is not NOTHING else None
+    usage = response_usage(attrs)
+    raw_reason = attrs.get("llm.finish_reason")
+    reason = str(raw_reason) if raw_reason not in (None, "") else reply.finish_reason if reply else None
+    if reply is None:
+        if usage or reason:
+            mc.response = LLMResponse(content="", usage=usage, finish_reason=reason)
+        return output
+    mc.response = LLMResponse(content=reply.text, usage={**reply.usage, **usage}, finish_reason=reason)
+    if span.absorbed or "quiver.call_id" in attrs:
+        return reply_output(reply) if output is NOTHING else output
+    return compared_reply(reply, output, attrs, ("output.value", "output.mime_type"))
 
 
 def _keep_document_details(attrs: Attrs, prefix: str) -> None:

@@ -53,12 +53,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from quiver._canonical import canonical_json, content_hash, to_jsonable
-from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
+from quiver._canonical import content_hash, to_jsonable
+from quiver._trace import CallError, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
-from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat, unflatten
+from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
+from .genai import OUTPUT_KEYS, event_value, genai_kind, legacy_messages, vercel_reply, without_model
 from .registry import import_format
-from .values import messages_text, normalise_messages, parse_json, render_messages, to_ns
+from .reply import Pairs, Reply, compared_reply, reply_of, usage_of, without_volatile
+from .values import normalise_messages, parse_json, render_messages, to_ns
 
 __all__ = ["OtelFormat", "flatten", "response_usage"]
 
@@ -123,6 +125,11 @@ def _hex(value: Any) -> str | None:
     return None if set(text) <= {"0"} else text
 
 
+def _zero(value: Any) -> bool:
+    """An id that is given but invalid: all zeros (OTel's invalid span id)."""
+    return value not in (None, "") and _hex(value) is None
+
+
 def _is_envelope(rec: Mapping[str, Any]) -> bool:
     keys = ("spanContext", "context", "spanId", "span_id", "context.span_id", "traceId", "trace_id")
     return any(k in rec for k in keys) or ("name" in rec and "attributes" in rec)
@@ -171,14 +178,16 @@ class OtelFormat(SpanFormat):
         envelope, error = self._envelope(rec, otlp)
         resource = rec.get("resource") if isinstance(rec.get("resource"), Mapping) else {}
         scope = rec.get("instrumentationScope") or rec.get("instrumentationLibrary") or {}
+        own = (ctx.get("spanId") or ctx.get("span_id") or rec.get("spanId") or rec.get("span_id")
+               or rec.get("context.span_id"))
+        parent = (rec.get("parentSpanId") or rec.get("parent_id") or rec.get("parentId") or rec.get("parent_span_id")
+                  or parent_ctx.get("spanId"))
         return SourceSpan(
-            span_id=_hex(ctx.get("spanId") or ctx.get("span_id") or rec.get("spanId") or rec.get("span_id")
-                         or rec.get("context.span_id")),
+            span_id=_hex(own),
             trace_id=_hex(ctx.get("traceId") or ctx.get("trace_id") or rec.get("traceId") or rec.get("trace_id")
                           or rec.get("context.trace_id")),
-            parent_id=_hex(rec.get("parentSpanId") or rec.get("parent_id") or rec.get("parentId")
-                           or rec.get("parent_span_id") or parent_ctx.get("spanId")),
-            name=str(rec.get("name") or self.default_name(attributes)),
+            parent_id=_hex(parent), zero_id=_zero(own), zero_parent=_zero(parent),
+            name=without_model(str(rec.get("name") or self.default_name(attributes)), attributes),
             kind_label=self.kind_of(attributes),
             start_ns=to_ns(rec.get("startTimeUnixNano", rec.get("startTime", rec.get("start_time")))),
             end_ns=to_ns(rec.get("endTimeUnixNano", rec.get("endTime", rec.get("end_time")))),
@@ -214,8 +223,19 @@ class OtelFormat(SpanFormat):
             envelope["links"] = links
         return envelope, error
 
+    def source_kind(self, span: SourceSpan) -> str:
+        kind = genai_kind(Attrs(span.attributes))
+        if kind != "transform":
+            return "retriever" if kind == "retrieval" else kind
+        label = str(self.kind_of(span.attributes)).lower()
+        if label and any(w in label for w in ("agent", "chain", "workflow", "task", "span", "generatetext",
+                                                 "streamtext", "generateobject", "streamobject")):
+            return "chain"
+        return "other"
+
     def session(self, span: SourceSpan) -> Any:
-        return span.attributes.get("session.id") or span.attributes.get("gen_ai.conversation.id")
+        return next((span.attributes[k] for k in ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
+                                                  "langfuse.trace.session_id") if span.attributes.get(k)), None)
 
     def metadata(self, span: SourceSpan, key: str) -> Any:
         meta = parse_json(span.attributes.get("metadata"))
@@ -229,80 +249,79 @@ class OtelFormat(SpanFormat):
     # ----------------------------------------------------------------- naming and kinds
 
     def default_name(self, attributes: Mapping[str, Any]) -> str:
-        """A span name for a span that has none: the semantic conventions' ``{operation} {target}``."""
-        op = attributes.get("gen_ai.operation.name") or attributes.get("ai.operationId") or "span"
-        target = attributes.get("gen_ai.request.model") or attributes.get("gen_ai.tool.name") or ""
-        return f"{op} {target}".strip()
+        """A span name for a span that has none: the operation, and the tool's name for a tool call
+        (never the model: the model is the call's ``model``)."""
+        op = (attributes.get("gen_ai.operation.name") or attributes.get("ai.operationId")
+              or attributes.get("langfuse.observation.type") or "span")
+        return f"{op} {attributes.get('gen_ai.tool.name') or ''}".strip()
 
     def kind_of(self, attributes: Mapping[str, Any]) -> str:
         """The format's own kind label of a span."""
-        return str(attributes.get("ai.operationId") or attributes.get("gen_ai.operation.name") or "")
+        return str(attributes.get("ai.operationId") or attributes.get("gen_ai.operation.name")
+                   or attributes.get("langfuse.observation.type") or attributes.get("traceloop.span.kind")
+                   or attributes.get("llm.request.type") or "")
 
     # ----------------------------------------------------------------- the GenAI mapping
 
     def map_call(self, span: SourceSpan, attrs: Attrs, note: Note) -> MappedCall:
-        mc = MappedCall(kind=self._kind(attrs), error=span.error)
+        mc = MappedCall(kind=genai_kind(attrs), error=span.error)
         mc.model = self._model(attrs)
-        messages = self._input_messages(attrs, note)
+        messages = self._input_messages(span, attrs, note)
         if messages:
             mc.prompt = PromptInfo(assembled=render_messages(messages))
         mc.input = self._input(attrs, messages)
-        out_messages = self._output_messages(attrs, note)
-        mc.output = self._output(attrs, out_messages)
+        out_messages = self._output_messages(span, attrs, note)
+        output = self._output(attrs)
         if mc.kind == "llm" or out_messages:
-            mc.response = self._response(attrs, out_messages, mc.output)
+            output = self._reply(attrs, mc, out_messages, output)
+        output = None if output is NOTHING else output
+        mc.output = without_volatile(output)
+        if mc.output is not output:  # the output as written stays in tags
+            attrs.used.difference_update(OUTPUT_KEYS)
         if mc.kind == "tool":
             mc.tool = self._tool(span, attrs, mc.output)
         return mc
 
-    def _kind(self, attrs: Attrs) -> CallKind:
-        vercel = attrs.get("ai.operationId")
-        if isinstance(vercel, str):
-            if vercel.endswith((".doGenerate", ".doStream")):
-                return "llm"
-            return "tool" if vercel == "ai.toolCall" else "transform"
-        op = attrs.get("gen_ai.operation.name")
-        op = op if isinstance(op, str) else None
-        if op in _LLM_OPS or (op is None and "gen_ai.request.model" in attrs):
-            return "llm"
-        if op == "execute_tool" or (op is None and "gen_ai.tool.name" in attrs):
-            return "tool"
-        return "transform"
-
     def _model(self, attrs: Attrs) -> ModelInfo | None:
-        name = attrs.first("gen_ai.request.model", "ai.model.id")
-        version = attrs.first("gen_ai.response.model", "ai.response.model")
+        name = attrs.first("gen_ai.request.model", "ai.model.id", "langfuse.observation.model.name",
+                           "llm.request.model")
+        version = attrs.first("gen_ai.response.model", "ai.response.model", "llm.response.model")
         params: dict[str, Any] = {}
         for key in list(attrs.data):
-            for prefix in ("gen_ai.request.", "ai.settings."):
+            for prefix in ("gen_ai.request.", "ai.settings.", "llm.request."):
                 short = key[len(prefix):]
-                if key.startswith(prefix) and short not in ("model", "maxRetries") and not short.startswith("headers"):
+                if key.startswith(prefix) and short not in ("model", "maxRetries", "type") \
+                        and not short.startswith("headers"):
                     params[short] = attrs.get(key)
+        raw = parse_json(attrs.peek("langfuse.observation.model.parameters"))
+        if isinstance(raw, Mapping):
+            attrs.get("langfuse.observation.model.parameters")
+            params.update({str(k): parse_json(v) for k, v in raw.items() if v is not None})
         name = name or version
         if name is None:
             return None
         return ModelInfo(name=str(name), version=str(version) if version else None, params=to_jsonable(params))
 
-    def _input_messages(self, attrs: Attrs, note: Note) -> list[tuple[str, list[dict[str, Any]]]] | None:
-        for key in ("gen_ai.input.messages", "ai.prompt.messages", "ai.prompt"):
-            if attrs.peek(key) is not None:
+    def _input_messages(self, span: SourceSpan, attrs: Attrs, note: Note) -> Pairs | None:
+        for key in ("gen_ai.input.messages", "ai.prompt.messages", "gen_ai.prompt", "ai.prompt"):
+            if attrs.peek(key) is not None and not isinstance(attrs.peek(key), Mapping):
                 messages = normalise_messages(attrs.peek(key))
                 if messages is None:
                     note(f"{key} holds no chat messages this importer understands; kept in tags")
                     return None
                 attrs.get(key)
                 return self._system(attrs) + messages
-        if not any(k.startswith("gen_ai.prompt.") for k in attrs.data):
-            return None
-        flat = attrs.prefix("gen_ai.prompt")
-        legacy = unflatten(flat)
-        messages = normalise_messages(legacy) if isinstance(legacy, list) else None
-        if messages is None:
-            attrs.used.difference_update(f"gen_ai.prompt.{k}" for k in flat)
-            note("gen_ai.prompt.* could not be read as chat messages; kept in tags")
-        return messages
+        legacy = legacy_messages(attrs, "gen_ai.prompt", note)
+        if legacy is not None:
+            return legacy
+        event = event_value(span, "gen_ai.content.prompt", "gen_ai.prompt")
+        if event is not None:
+            return normalise_messages(event)
+        if genai_kind(attrs) == "llm" and attrs.peek("langfuse.observation.input") is not None:
+            return normalise_messages(parse_json(attrs.peek("langfuse.observation.input")))
+        return None
 
-    def _system(self, attrs: Attrs) -> list[tuple[str, list[dict[str, Any]]]]:
+    def _system(self, attrs: Attrs) -> Pairs:
         raw = attrs.get("gen_ai.system_instructions")
         if raw is None:
             return []
@@ -311,86 +330,90 @@ class OtelFormat(SpanFormat):
         return [("system", [dict(p) if isinstance(p, Mapping) else {"type": "text", "content": str(p)} for p in parts])]
 
     def _input(self, attrs: Attrs, messages: Any) -> Any:
-        raw = attrs.first("input.value", "input", "gen_ai.input.messages", "ai.prompt.messages", "ai.prompt",
-                          "gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "ai.values",
-                          "ai.value")
+        raw = attrs.first("input.value", "input", "langfuse.observation.input", "gen_ai.input.messages",
+                          "ai.prompt.messages", "gen_ai.prompt", "ai.prompt", "gen_ai.tool.call.arguments",
+                          "ai.toolCall.args", "ai.toolCall.input", "ai.values", "ai.value")
         if raw is not None:
             return parse_json(raw)
         if messages:
             return [{"role": role, "parts": parts} for role, parts in messages]
         return NOTHING
 
-    def _output_messages(self, attrs: Attrs, note: Note) -> list[tuple[str, list[dict[str, Any]]]] | None:
-        raw = attrs.peek("gen_ai.output.messages")
-        if raw is not None:
-            messages = normalise_messages(raw)
-            if messages is None:
-                note("gen_ai.output.messages holds no chat messages this importer understands; kept in tags")
-                return None
-            attrs.get("gen_ai.output.messages")
-            return messages
-        if not any(k.startswith("gen_ai.completion.") for k in attrs.data):
-            return None
-        flat = attrs.prefix("gen_ai.completion")
-        legacy = unflatten(flat)
-        messages = normalise_messages([{"role": "assistant", **m} if isinstance(m, Mapping) and "role" not in m else m
-                                       for m in legacy]) if isinstance(legacy, list) else None
-        if messages is None:
-            attrs.used.difference_update(f"gen_ai.completion.{k}" for k in flat)
-            note("gen_ai.completion.* could not be read as chat messages; kept in tags")
-        return messages
+    def _output_messages(self, span: SourceSpan, attrs: Attrs, note: Note) -> Pairs | None:
+        for key in ("gen_ai.output.messages", "gen_ai.completion"):
+            raw = attrs.peek(key)
+            if raw is not None and not isinstance(raw, Mapping):
+                messages = normalise_messages(_assistant(parse_json(raw)))
+                if messages is None:
+                    note(f"{key} holds no chat messages this importer understands; kept in tags")
+                    return None
+                attrs.get(key)
+                return messages
+        legacy = legacy_messages(attrs, "gen_ai.completion", note)
+        if legacy is not None:
+            return legacy
+        event = event_value(span, "gen_ai.content.completion", "gen_ai.completion")
+        return normalise_messages(_assistant(parse_json(event))) if event is not None else None
 
-    def _output(self, attrs: Attrs, messages: list[tuple[str, list[dict[str, Any]]]] | None) -> Any:
-        raw = attrs.first("output.value", "output", "ai.response.object", "ai.response.text", "ai.response.toolCalls",
-                          "gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output",
-                          "ai.embedding", "ai.embeddings")
-        if raw is not None:
-            return parse_json(raw)
-        if messages:
-            if all(p.get("type") == "text" for p in messages[-1][1]):
-                return parse_json(messages_text(messages))
-            return [{"role": role, "parts": parts} for role, parts in messages]
-        return None
+    def _output(self, attrs: Attrs) -> Any:
+        raw = attrs.first(*OUTPUT_KEYS)
+        return NOTHING if raw is None else parse_json(raw)
 
-    def _response(self, attrs: Attrs, messages: Any, output: Any) -> LLMResponse | None:
-        if messages:
-            content = messages_text(messages)
-        else:
-            text = attrs.first("ai.response.text", "ai.response.object")
-            if text is None:
-                return None
-            content = text if isinstance(text, str) else canonical_json(text)
-        reasons = attrs.get("gen_ai.response.finish_reasons")
-        reason = reasons[0] if isinstance(reasons, list) and reasons else None
-        if reason is None or attrs.peek("ai.response.finishReason") == reason:
-            key = "ai.response.finishReason"
-            reason = attrs.first(key) if reason is None else attrs.get(key)
-        return LLMResponse(content=content, finish_reason=str(reason) if reason is not None else None,
-                           usage=response_usage(attrs))
+    def _reply(self, attrs: Attrs, mc: MappedCall, messages: Pairs | None, output: Any) -> Any:
+        """The response of an LLM span, and its compared output (see :mod:`quiver._importers.reply`)."""
+        reply = Reply(messages) if messages else vercel_reply(attrs)
+        if reply is None and output is not NOTHING:
+            reply = reply_of(output)
+        usage = response_usage(attrs)
+        reasons = attrs.first("gen_ai.response.finish_reasons", "ai.response.finishReason",
+                              "gen_ai.completion.0.finish_reason", "llm.response.finish_reason")
+        reason = reasons[0] if isinstance(reasons, list) and reasons else reasons
+        reason = str(reason) if reason not in (None, "", []) else reply.finish_reason if reply else None
+        if reply is None:
+            if usage or reason:
+                mc.response = LLMResponse(content="", usage=usage, finish_reason=reason)
+            return output
+        mc.response = LLMResponse(content=reply.text, finish_reason=reason, usage={**reply.usage, **usage})
+        return compared_reply(reply, output, attrs, OUTPUT_KEYS)
 
     def _tool(self, span: SourceSpan, attrs: Attrs, output: Any) -> ToolStep:
         name = attrs.first("gen_ai.tool.name", "ai.toolCall.name") or span.name
-        raw = attrs.first("gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "input")
+        raw = attrs.first("gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "input",
+                          "langfuse.observation.input")
         args = parse_json(raw)
         args = {} if args is None else args if isinstance(args, dict) else {"input": args}
         response = to_jsonable(output)
         return ToolStep(name=str(name), args=to_jsonable(args), response=response, response_hash=content_hash(response))
 
 
+def _assistant(value: Any) -> Any:
+    """Output messages without a role are the assistant's."""
+    if isinstance(value, list):
+        return [{"role": "assistant", **m} if isinstance(m, Mapping) and "role" not in m else m for m in value]
+    return value
+
+
 def response_usage(attrs: Attrs) -> dict[str, int]:
-    """Token usage under the OpenAI names, from the GenAI, Vercel and OpenInference spellings."""
+    """Token usage under the OpenAI names, from the GenAI, Vercel, OpenInference, OpenLLMetry and
+    Langfuse spellings."""
     names = {
         "prompt_tokens": ("gen_ai.usage.input_tokens", "ai.usage.promptTokens", "ai.usage.inputTokens",
-                          "llm.token_count.prompt", "gen_ai.usage.prompt_tokens"),
+                          "llm.token_count.prompt", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens"),
         "completion_tokens": ("gen_ai.usage.output_tokens", "ai.usage.completionTokens", "ai.usage.outputTokens",
-                              "llm.token_count.completion", "gen_ai.usage.completion_tokens"),
-        "total_tokens": ("ai.usage.totalTokens", "llm.token_count.total", "gen_ai.usage.total_tokens"),
+                              "llm.token_count.completion", "gen_ai.usage.completion_tokens",
+                              "llm.usage.completion_tokens"),
+        "total_tokens": ("ai.usage.totalTokens", "llm.token_count.total", "gen_ai.usage.total_tokens",
+                         "llm.usage.total_tokens"),
     }
     usage = {}
     for name, keys in names.items():
         value = attrs.first(*keys)
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             usage[name] = int(value)
+    details = attrs.peek("langfuse.observation.usage_details")
+    if details is not None and usage_of(details):
+        attrs.get("langfuse.observation.usage_details")
+        usage = {**usage_of(details), **usage}
     return usage
 
 

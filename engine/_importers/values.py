@@ -141,24 +141,32 @@ def _part(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         return _text_part(raw)
     kind = raw.get("type")
-    if kind == "text" or (kind is None and "text" in raw and len(raw) == 1):
+    if kind in ("text", "output_text") or (kind is None and "text" in raw and (len(raw) == 1 or _gemini_text(raw))):
         return _text_part(raw.get("content", raw.get("text", "")))
-    if kind in ("tool_call", "tool-call", "function_call"):
-        return _tool_call(raw.get("id", raw.get("toolCallId")), raw.get("name", raw.get("toolName")),
+    if kind in ("tool_call", "tool-call", "function_call", "tool_use"):
+        return _tool_call(raw.get("id", raw.get("toolCallId", raw.get("call_id"))),
+                          raw.get("name", raw.get("toolName")),
                           raw.get("arguments", raw.get("input", raw.get("args"))))
-    if kind in ("tool_call_response", "tool-result", "function_call_output"):
-        return _tool_response(raw.get("id", raw.get("toolCallId")),
-                              raw.get("response", raw.get("output", raw.get("result"))))
-    if "function_call" in raw:  # Gemini
-        call = raw["function_call"] if isinstance(raw["function_call"], Mapping) else {}
-        return _tool_call(call.get("id"), call.get("name"), call.get("args"))
-    if "function_response" in raw:
-        resp = raw["function_response"] if isinstance(raw["function_response"], Mapping) else {}
-        return _tool_response(resp.get("id", resp.get("name")), resp.get("response"))
+    if kind in ("tool_call_response", "tool-result", "function_call_output", "tool_result"):
+        return _tool_response(raw.get("id", raw.get("toolCallId", raw.get("tool_use_id", raw.get("call_id")))),
+                              raw.get("response", raw.get("output", raw.get("result", raw.get("content")))))
+    for key in ("function_call", "functionCall"):  # Gemini
+        if key in raw:
+            call = raw[key] if isinstance(raw[key], Mapping) else {}
+            return _tool_call(call.get("id"), call.get("name"), call.get("args"))
+    for key in ("function_response", "functionResponse"):
+        if key in raw:
+            resp = raw[key] if isinstance(raw[key], Mapping) else {}
+            return _tool_response(resp.get("id", resp.get("name")), resp.get("response"))
     if "message_content" in raw:  # OpenInference message.contents.N
         inner = raw["message_content"]
         return _part({"type": inner.get("type", "text"), **inner}) if isinstance(inner, Mapping) else _text_part(inner)
     return dict(raw)
+
+
+def _gemini_text(raw: Mapping[str, Any]) -> bool:
+    """A Gemini text part: ``text`` with only Gemini's part metadata beside it."""
+    return set(raw) <= {"text", "thought", "thoughtSignature", "thought_signature"}
 
 
 def _openai_tool_calls(calls: Any) -> list[dict[str, Any]]:

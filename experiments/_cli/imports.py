@@ -21,7 +21,7 @@ __all__ = ["add_parser", "run_import", "run_export"]
 def _formats() -> list[str]:
     from quiver._importers import registered_formats
 
-    return list(registered_formats())
+    return ["auto", *registered_formats()]
 
 
 def add_parser(sub: Any) -> None:
@@ -112,7 +112,7 @@ def run_import(args: argparse.Namespace) -> int:
     from quiver import QuiverError, import_traces
     from quiver._outdir import make_folder, write_text
 
-    if args.dspy_program is not None and args.format != "openinference":
+    if args.dspy_program is not None and args.format not in ("openinference", "auto"):
         raise QuiverError(f"--dspy-program names DSPy predictors in openinference spans, not in {args.format} "
                           "spans; drop it or import with the openinference format")
     redactor = _redactor(args.redact)
@@ -126,11 +126,13 @@ def run_import(args: argparse.Namespace) -> int:
             make_folder(args.summary.parent)
             write_text(args.summary, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     mapped, kept = summary["attributes"]["mapped"], summary["attributes"]["kept_in_tags"]
+    detected = f" as {result.format}" if args.format == "auto" else ""
     print(
-        f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s) into {written} trace(s) "
+        f"imported {summary['spans_read']} span(s) from {len(args.files)} file(s){detected} into {written} trace(s) "
         f"({summary['groups']} input group(s)) with {summary['calls']} node call(s); "
         f"attribute keys: {len(mapped)} mapped, {len(kept)} kept in tags"
     )
+    print(redactor.text(result.reconciliation.line()))
     if kept:
         top = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{k} ({n})" for k, n in top[:10])

@@ -53,7 +53,8 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_every_bundled_export_is_read_by_some_format(imported: dict[str, Path]) -> None:
     assert len(EXPORTS) >= 15
     read = {key.rsplit(":", 1)[0] for key in imported}
-    assert read == {_name(p) for p in EXPORTS}
+    # a DSPy program's saved state is no span file: every format refuses it
+    assert read == {_name(p) for p in EXPORTS if p.name != "dspy_program.json"}
 
 
 @pytest.mark.parametrize("export", EXPORTS, ids=_name)

@@ -58,7 +58,8 @@ def test_an_llm_span_maps_model_params_and_output_from_its_attributes() -> None:
     assert call.kind == "llm" and call.parents == ["c0"]
     assert call.model is not None and call.model.name == attrs["llm.model_name"]
     assert call.model.params == json.loads(attrs["llm.invocation_parameters"])
-    assert call.output == json.loads(attrs["output.value"])
+    assert call.output == attrs["llm.output_messages.0.message.contents.0.message_content.text"]  # the reply
+    assert call.tags["otel"]["output.value"] == attrs["output.value"]  # as written, in tags
     assert call.input_hash == content_hash(json.loads(attrs["input.value"]))
     assert call.response is not None
     assert call.response.content == attrs["llm.output_messages.0.message.contents.0.message_content.text"]
@@ -280,6 +281,7 @@ def test_duplicated_span_ids_drop_identical_copies_and_rename_different_ones(spa
     same = copy.deepcopy(first)
     other = copy.deepcopy(first)
     other["attributes"]["output.value"] = "43"
+    other["attributes"]["llm.output_messages.0.message.content"] = "43"
     other["attributes"].pop("quiver.call_id")
     result = quiver.import_traces("openinference", [*spans, same, other])
     sid = first["context"]["span_id"][2:]
