@@ -427,9 +427,10 @@ class _DSPy:
         self.note = note
 
     def arrange(self) -> list[SourceSpan]:
-        modules = [r for r in self.tree.roots if _DSPY_MODULE.match(r.name)]
-        root = modules[0] if len(modules) == 1 else None
         units = self._units()
+        unit_ids = {id(u) for u, _ in units}  # a predictor called on its own is a call, not the trace
+        modules = [r for r in self.tree.roots if _DSPY_MODULE.match(r.name) and id(r) not in unit_ids]
+        root = modules[0] if len(modules) == 1 else None
         keep: list[SourceSpan] = []
         wrappers: dict[int, SourceSpan | None] = {}
         for unit, predict in units:

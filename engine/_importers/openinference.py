@@ -114,7 +114,7 @@ class OpenInferenceFormat(OtelFormat):
         mc.input = _value(attrs, "input", note)
         output = _value(attrs, "output", note)
         mc.model = _model(attrs, note)
-        messages = _messages(attrs, "llm.input_messages", note)
+        messages = _messages(attrs, "llm.input_messages", note) or _prompts(attrs)
         template = attrs.get("llm.prompt_template.template")
         if messages or template:
             mc.prompt = PromptInfo(assembled=render_messages(messages or []),
@@ -223,6 +223,26 @@ def _messages(attrs: Attrs, prefix: str, note: Note) -> list[tuple[str, list[dic
         attrs.used.difference_update(f"{prefix}.{k}" for k in flat)
         note(f"{prefix}.* could not be read as chat messages; kept in tags")
     return pairs
+
+
+def _prompts(attrs: Attrs) -> Pairs | None:
+    """A completion call's prompts (``llm.prompts``: a list of texts, or ``llm.prompts.N.prompt.text``), as user
+    messages."""
+    keys = [k for k in attrs.data if k == "llm.prompts" or k.startswith("llm.prompts.")]
+    if not keys:
+        return None
+    raw = parse_json(attrs.peek("llm.prompts")) if "llm.prompts" in attrs else unflatten(
+        {k[len("llm.prompts."):]: attrs.peek(k) for k in keys})
+    texts = [_prompt_text(p) for p in raw] if isinstance(raw, list) else []
+    if not texts or not all(isinstance(t, str) for t in texts):
+        return None
+    attrs.used.update(keys)
+    return [("user", [{"type": "text", "content": t}]) for t in texts]
+
+
+def _prompt_text(value: Any) -> Any:
+    prompt = value.get("prompt") if isinstance(value, Mapping) else None
+    return prompt.get("text") if isinstance(prompt, Mapping) else value
 
 
 def _tool(span: SourceSpan, attrs: Attrs, given: Any, output: Any) -> ToolStep:
