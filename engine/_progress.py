@@ -1,8 +1,15 @@
 """Progress reporting for long jobs (recording, campaigns).
 
 A :class:`Progress` prints to stderr: a line rewritten in place on a terminal, a new
-line every few seconds elsewhere (CI logs). It shows items done of the total, the
-rate, the ETA, and whatever counters the job reports (retries, failures).
+line every few seconds elsewhere (CI logs). It shows items done of the total and what
+they are (``replays: 495/5,988 replays done``), the rate and the ETA, and whatever
+counters the job reports, each saying what it counts (``256 paired``, ``3 LLM retries``).
+
+The rate and the ETA are shown only once they are measured: from the first item done
+(what comes before it is start-up, not throughput), over at least
+:data:`MEASURE_S` seconds and :data:`MEASURE_ITEMS` items. Before that the line says
+the ETA is being measured (a first line's ETA, from one item, was off by an order of
+magnitude or more).
 """
 
 from __future__ import annotations
@@ -11,9 +18,21 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["Progress", "StageProgress"]
+__all__ = ["Progress", "StageProgress", "MEASURE_S", "MEASURE_ITEMS", "UNITS", "COUNTERS"]
+
+MEASURE_S = 3.0
+"""Seconds since the first item done before a rate (and an ETA) is shown."""
+MEASURE_ITEMS = 5
+"""Items done since the first before a rate (and an ETA) is shown."""
+UNITS = {"record": "traces recorded", "replays": "replays done", "gate replays": "replays done",
+         "attribution replays": "replays done", "pairs": "replays paired"}
+"""What the items of each job are, when its caller does not say (``unit=``)."""
+COUNTERS = {"paired": "turned into pairs", "failed": "failed", "diverged": "diverged",
+            "retries": "LLM retries"}
+"""What each counter counts, written after its number (other names are written as they are)."""
 
 
 class Progress:
@@ -30,9 +49,12 @@ class Progress:
 
     def __init__(
         self, label: str, total: int, *, stream: TextIO | None = sys.stderr, interval_s: float = 5.0,
-        resumed: int = 0, before: str = "resumed",
+        resumed: int = 0, before: str = "resumed", unit: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.label = label
+        self.unit = unit if unit is not None else UNITS.get(label, "done")
+        """What the items are, written after the count (``replays done``)."""
         self.before = before
         """What the items done before are called on the line."""
         self.total = total
@@ -43,7 +65,10 @@ class Progress:
         self._stream = stream
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self._interval = 0.1 if self._tty else interval_s
-        self._t0 = time.monotonic()
+        self._clock = clock
+        self._t0 = clock()
+        self._first: tuple[float, int] | None = None
+        """When the first item of this process was done, and the count done then."""
         self._last = 0.0
         self._lock = threading.Lock()
 
@@ -52,24 +77,35 @@ class Progress:
         with self._lock:
             self.done += n
             self.counters.update({k: v for k, v in counters.items() if v})
-            now = time.monotonic()
+            now = self._clock()
+            if self._first is None and self.done > self.resumed:
+                self._first = (now, self.done)
             if now - self._last >= self._interval:
                 self._last = now
                 self._print(self.line())
 
+    def rate(self) -> float | None:
+        """Items per second since the first item done, once measured (else None)."""
+        if self._first is None:
+            return None
+        since, count = self._first
+        span, items = self._clock() - since, self.done - count
+        return items / span if span >= MEASURE_S and items >= MEASURE_ITEMS else None
+
     def line(self) -> str:
         """The current progress line."""
-        elapsed = max(time.monotonic() - self._t0, 1e-9)
-        rate = (self.done - self.resumed) / elapsed  # this process's work only
+        elapsed = max(self._clock() - self._t0, 0.0)
         left = max(self.total - self.done, 0)
-        remaining = 0.0 if not left else left / rate if rate > 0 else float("inf")
-        eta = "?" if remaining == float("inf") else _duration(remaining)
-        extra = "  ".join(f"{k} {v}" for k, v in sorted(self.counters.items()))
-        resumed = f" ({self.resumed} {self.before})" if self.resumed else ""
-        return (
-            f"{self.label}: {self.done}/{self.total}{resumed}  {rate:.1f}/s  elapsed {_duration(elapsed)}  "
-            f"ETA {eta}" + (f"  {extra}" if extra else "")
-        )
+        rate = self.rate()
+        if rate is None:  # done before it could be measured: the rate over the whole run
+            whole = (self.done - self.resumed) / elapsed if elapsed > 0 and self.done > self.resumed else None
+            speed = "  ETA: measuring the rate" if left else f"  {whole:.1f}/s" if whole else ""
+        else:
+            speed = f"  {rate:.1f}/s" + (f"  ETA {_duration(left / rate)}" if left and rate > 0 else "")
+        extra = "  ".join(f"{v:,} {COUNTERS.get(k, k)}" for k, v in sorted(self.counters.items()))
+        resumed = f" ({self.resumed:,} {self.before})" if self.resumed else ""
+        return (f"{self.label}: {self.done:,}/{self.total:,} {self.unit}{resumed}  elapsed {_duration(elapsed)}{speed}"
+                + (f"  {extra}" if extra else ""))
 
     def close(self) -> None:
         """Print the final line."""

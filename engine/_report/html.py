@@ -56,6 +56,17 @@ figure{margin:0}figcaption{font-size:.82em;color:#555;max-width:640px}
 svg.plot,img.plot{max-width:100%;height:auto}
 .lead{font-size:1.02em}.muted{color:#666;font-size:.88em}
 .verdict-pass{color:#1a7f37}.verdict-fail{color:#b2182b}
+abbr.term{text-decoration:underline dotted #888;text-underline-offset:2px;cursor:help}
+.ci{color:#666;font-size:.88em}th.group{text-align:center}
+ul#findings{padding-left:1.2em}ul#findings li{margin:.25em 0}li.finding-problem{color:#8a1020}
+a.evidence{font-size:.85em;margin-left:.3em}
+.pair details{border-color:#eee}table.meta th{width:11em}td.val,span.val{font-family:ui-monospace,monospace;
+font-size:.88em;overflow-wrap:anywhere}
+table.path tr.differs td{background:#fff8e6}table.path tr.first td{background:#fdecea}
+table.path tr.first td:first-child{border-left:4px solid #b2182b}td.absent{color:#999;font-style:italic}
+.wdiff{font-family:ui-monospace,monospace;font-size:.86em;line-height:1.6;overflow-wrap:anywhere}
+del{background:#fdecea;color:#8a1020}ins{background:#e6f4ea;color:#14532d}
+ul.terms{font-size:.88em;color:#444;columns:2;column-gap:2em}ul.terms li{break-inside:avoid;margin:.2em 0}
 """)
 
 
@@ -312,14 +323,15 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_html(folder: str | Path, kind: str | None = None, *, files: Sequence[tuple[str, int]] | None = None) -> Path:
+def write_html(folder: str | Path, kind: str | None = None, *,
+               files: Sequence[tuple[str, int | None]] | None = None) -> Path:
     """Write ``report.html`` into ``folder`` from the JSON files there.
 
     Args:
         folder: A campaign, analysis or gate folder.
         kind: What it is (default :func:`detect`).
-        files: For a campaign, the files to list with their sizes (default: the folder's
-            files as they are now).
+        files: For a campaign, the files to list with their sizes (None: not known yet;
+            default: the folder's files as they are now, and this page).
 
     Returns:
         The page's path.
@@ -340,14 +352,14 @@ def write_html(folder: str | Path, kind: str | None = None, *, files: Sequence[t
     return path
 
 
-def _page(out: Path, kind: str, files: Sequence[tuple[str, int]] | None) -> str:
+def _page(out: Path, kind: str, files: Sequence[tuple[str, int | None]] | None) -> str:
     from .pages import analysis_page, campaign_page, gate_page
 
     if kind == "campaign":
         profile_path = out / "observational" / "profile.json"
         profile = read_json(profile_path) if profile_path.is_file() else None
-        text = campaign_page(read_json(out / "campaign.json"), profile, out,
-                             files if files is not None else folder_files(out))
+        listed: list[tuple[str, int | None]] = [*folder_files(out), (HTML_FILE, None)]
+        text = campaign_page(read_json(out / "campaign.json"), profile, out, sorted(files or listed))
     elif kind == "gate":
         md = out / "gate.md"
         text = gate_page(read_json(out / "gate.json"), md.read_text(encoding="utf-8") if md.is_file() else None)

@@ -320,7 +320,8 @@ _SECTIONS = (_perturbations, _cascades, _validation, _betas, adaptive_section, _
 
 def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> str:
     """The Markdown report of :func:`~quiver._interventional.campaign_estimates`' result:
-    the header, one summary row per perturbation (:mod:`.summary`), then the tables.
+    the header, what was found (:mod:`.findings`), one summary row per perturbation
+    (:mod:`.summary`), then the tables.
 
     Args:
         campaign: The campaign estimates, or ``campaign.json`` read back (read with
@@ -339,7 +340,10 @@ def interventional_report(campaign: CampaignEstimates | Mapping[str, Any]) -> st
 
         raw = campaign
         campaign = CampaignEstimates.from_json(campaign)
-    lines = _header(campaign) + _glance(campaign, raw)
+    from .findings import campaign_findings, findings_markdown
+
+    found = campaign_findings(raw if raw is not None else campaign.to_json(), campaign)
+    lines = _header(campaign) + findings_markdown(found) + _glance(campaign, raw)
     for section in _SECTIONS:
         lines += section(campaign)
     while lines and lines[-1] == "":

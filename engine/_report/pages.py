@@ -7,27 +7,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quiver._stats import DASH, fmt, fmt_n
+from quiver._stats import fmt, fmt_n
 
 from . import svg
-from .adaptive import adaptive_charts
-from .html import cell, details, folded, markdown_html, page, png_img
+from .campaign_figures import figure as _figure, plots as _plots
+from .findings import findings_html
+from .glossary import term, with_glossary
+from .graphsvg import GraphEdge, graph
+from .html import HTML_FILE, cell, details, folded, markdown_html, page, png_img
 from .markdown import graph_edges, graph_nodes, render_report
-from .markup import Markup, element
+from .markup import Markup, anchor, element
 from .summary import SummaryRow, control_replay_count, summary_rows
 
-__all__ = ["campaign_page", "analysis_page", "gate_page"]
+__all__ = ["campaign_page", "analysis_page", "gate_page", "FILES"]
 
 
-def _figure(chart: Markup, caption: str) -> Markup:
-    return element("figure", chart, element("figcaption", caption))
-
-
-def _plots(figures: Sequence[Markup]) -> Markup:
-    return element("div", Markup("").join(figures), class_="plots")
-
-
-def _head_row(head: Sequence[str]) -> Markup:
+def _head_row(head: Sequence[str | Markup]) -> Markup:
     return element("thead", element("tr", Markup("").join(element("th", h) for h in head)))
 
 
@@ -65,14 +60,14 @@ def graph_svg(profile: Mapping[str, Any], name: str = "graph") -> Markup:
     by_edge = {(str(e.get("source")), str(e.get("target"))): e for e in profile.get("edges") or []
                if isinstance(e, Mapping)}
     inferred_nodes, inferred_edges, every = _inferred(profile)
-    edges = [svg.GraphEdge(a, b, str((by_edge.get((a, b)) or {}).get("class") or "undefined"),
+    edges = [GraphEdge(a, b, str((by_edge.get((a, b)) or {}).get("class") or "undefined"),
                            _num((by_edge.get((a, b)) or {}).get("sigma")), every or (a, b) in inferred_edges)
              for a, b in graph_edges(profile)]
     sources = [str(n.get("node")) for n in profile.get("nodes") or [] if isinstance(n, Mapping)
                and n.get("bifurcation_source")]
     loop = (profile.get("graph") or {}).get("loop") or {}
     body = loop.get("body") or [] if isinstance(loop, Mapping) else []
-    return svg.graph(name, "Pipeline graph", nodes, edges, sources=sources, inferred_nodes=sorted(inferred_nodes),
+    return graph(name, "Pipeline graph", nodes, edges, sources=sources, inferred_nodes=sorted(inferred_nodes),
                      loop=body)
 
 
@@ -93,188 +88,109 @@ def sigma_svg(profile: Mapping[str, Any]) -> Markup:
 
 # --------------------------------------------------------------------------- campaign
 
-
-def _excess_text(r: SummaryRow) -> str:
-    e = r.excess
-    if e.value is None:
-        return DASH
-    ci = f" [{fmt(e.lo, signed=True)}, {fmt(e.hi, signed=True)}]" if e.lo is not None else ""
-    return fmt(e.value, signed=True) + ci
-
-
-def _beta_text(r: SummaryRow) -> str:
-    if r.beta_value is None:
-        return "none" if r.beta_reason else DASH
-    return ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value)
-
-
-def _failures_text(r: SummaryRow) -> str:
-    if not r.failures.count:
-        return "0"
-    reasons = "; ".join(f"{k}: {v}" for k, v in sorted(r.failures.by_reason.items()))
-    return f"{r.failures.count} ({reasons})" if reasons else str(r.failures.count)
+FILES = {
+    "campaign.json": "the estimates (the contract: every number on this page)",
+    "report.md": "this report in Markdown, for pull requests",
+    "report.html": "this page",
+    "examples.json": "the example pairs shown above",
+    "pairs.jsonl": "one row per pair: baseline against replay, node by node",
+    "replays.jsonl": "the perturbed replays, as traces",
+    "summary.json": "the run's counts: replays, LLM calls, retries, failures",
+    "ledger.sqlite": "every finished replay, committed as it finished (what --resume continues from)",
+    "campaign.log": "the reasons of failed replays, one line each",
+    "spec.resolved.json": "the spec as run, every default filled in",
+}
+"""What each file of a campaign's folder holds."""
 
 
-def _summary_table(rows: Sequence[SummaryRow]) -> Markup:
-    head = ["perturbation", "node", "op", "pairs", "effective", "no-op", "failed",
-            "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
-    out = []
-    for r in rows:
-        bad = r.passed is False or r.failures.count > 0
-        e = r.excess
-        tds = [
-            cell(r.id, field="id", value=r.id), cell(r.node, field="node", value=r.node),
-            cell(r.op, field="op", value=r.op),
-            cell(fmt_n(r.pairs), field="pairs", value=r.pairs, num=True),
-            cell(fmt_n(r.effective), field="effective", value=r.effective, num=True),
-            cell(fmt_n(r.noop), field="noop", value=r.noop, num=True),
-            cell(fmt_n(r.failed), field="failed", value=r.failed, num=True),
-            cell(_excess_text(r), field="excess", value=e.value, num=True,
-                 extra={"lo": e.lo, "hi": e.hi, "rate": r.rate.value,
-                        "control-rate": None if r.control_rate is None else r.control_rate.value}),
-            cell(_beta_text(r), field="beta_shape", value=r.beta_value, num=True,
-                 extra={"upper-bound": r.beta_upper_bound}, title=r.beta_reason),
-            cell(r.verdict, field="negative_control", value=r.passed),
-            cell(_failures_text(r), field="failures", value=r.failures.count,
-                 extra={"by-reason": dict(r.failures.by_reason)}),
-        ]
-        out.append(element("tr", Markup("").join(tds), data_perturbation=r.id, class_="bad" if bad else None))
-    return element("table", _head_row(head), element("tbody", Markup("").join(out)), id="summary")
-
-
-def _dose(p: Any) -> Markup | None:
-    b = p.beta_shape
-    if not b.bins:
-        return None
-    ladder = b.bin_rule == "ladder"
-    steps = [svg.Step(float(i) if ladder else (x.lo + x.hi) / 2,
-                      f"step {x.step}" if x.step is not None else f"bin {x.bin}", x.rate.value,
-                      x.rate.ci[0] if x.rate.ci else None, x.rate.ci[1] if x.rate.ci else None,
-                      x.control_rate.value, x.qualifies) for i, x in enumerate(b.bins)]
-    band = p.control_replays.rates.d_shape.ci if p.control_replays is not None else None
-    label = f"beta_shape {'≤' if b.upper_bound else '='} {fmt(b.value)}" if b.value is not None else ""
-    threshold = b.value
-    ticks = None
-    if ladder:  # the steps' magnitudes overlap: one position per step, the threshold at its step
-        ticks = [(float(i), f"step {x.step}", f"{fmt(x.lo)}–{fmt(x.hi)}") for i, x in enumerate(b.bins)]
-        threshold = next((float(i) for i, x in enumerate(b.bins) if b.value is not None
-                          and x.lo <= b.value <= x.hi and x.qualifies), None)
-    unit = "step" if ladder else "bin"
-    chart = svg.dose_response(f"dose-{p.id}", f"{p.id}: D_shape rate by {b.bin_rule} {unit}", steps,
-                              control_band=band, threshold=threshold, threshold_label=label, event="D_shape",
-                              ticks=ticks)
-    where = "at its step" if ladder else "at the middle of its magnitudes"
-    note = (f"Each point is a {b.bin_rule} {unit}, placed {where}, with its 95% interval; a filled circle is a "
-            f"{unit} whose excess over its own traces' control qualifies. {b.reason or ''}")
-    return _figure(chart, note)
-
-
-def _adaptive(campaign: Any) -> list[Markup]:
-    """The dose-response curves of the adaptive ladders (nothing when there is none)."""
-    charts = adaptive_charts(campaign)
-    if not charts:
-        return []
-    return [Markup("<h3>Adaptive ladders: excess over controls by dose</h3>"),
-            _plots([_figure(chart, caption) for chart, caption in charts])]
-
-
-def _forest(campaign: Any) -> Markup:
+def _files_table(files: Sequence[tuple[str, int | None]]) -> Markup:
     rows = []
-    for p in campaign.perturbations:
-        for name, shape in (("effective", "circle"), ("noop", "square")):
-            est = p.stratum(name).rates.d_shape
-            rows.append(svg.Interval(f"{p.id} ({'no-op' if name == 'noop' else name})", est.value,
-                                     est.ci[0] if est.ci else None, est.ci[1] if est.ci else None, shape=shape,
-                                     color=svg.BLUE if name == "effective" else svg.ORANGE,
-                                     note=f"n = {fmt_n(est.n)}"))
-    obs = campaign.observational.rates.d_shape
-    chart = svg.interval_chart(
-        "forest", "D_shape rate by perturbation against the observational rate", rows, axis="P(D_shape > 0)",
-        band=obs.ci, band_label=f"observational 95% CI (n = {fmt_n(obs.n)})", line=obs.value,
-        line_label=f"observational {fmt(obs.value)}", lo=0.0, hi=1.0,
-        legend=[("circle", svg.BLUE, "effective stratum"), ("square", svg.ORANGE, "no-op stratum")])
-    return _figure(chart, "Share of pairs whose path changed, per perturbation and stratum, with 95% intervals; the "
-                          "hatched band and dashed line are same-input reruns without perturbation.")
+    for n, s in files:
+        size = "this page" if n == HTML_FILE else ("written after this page" if s is None else _size(s))
+        rows.append(element("tr", element("td", element("code", n)), element("td", FILES.get(n, "")),
+                            cell(size, field="size", value=s, num=True)))
+    return element("table", _head_row(["file", "what it holds", "size"]), element("tbody", Markup("").join(rows)),
+                   id="files")
 
 
-def _cascade(campaign: Any, order: Sequence[str]) -> Markup:
-    values: dict[tuple[str, str], float | None] = {}
-    nodes: list[str] = []
-    rows = []
-    for p in campaign.perturbations:
-        name = "effective" if p.stratum("effective").n else "noop"
-        label = p.id + ("" if name == "effective" else " (no-op)")
-        rows.append(label)
-        for node, est in p.stratum(name).mean_d.items():
-            values[label, node] = est.value
-            if node not in nodes:
-                nodes.append(node)
-    rank = {n: i for i, n in enumerate(order)}
-    nodes.sort(key=lambda n: rank.get(n, len(rank)))
-    chart = svg.heatmap("cascade", "Cascade signatures: mean distance of each downstream node", rows, nodes, values,
-                        lo=0.0, hi=1.0, empty="·")
-    return _figure(chart, "Mean distance of each node downstream of the target (effective stratum; the no-op one "
-                          "when there is no effective pair); · marks a node not downstream of that target.")
-
-
-def _files_table(files: Sequence[tuple[str, int]]) -> Markup:
-    rows = Markup("").join(element("tr", element("td", element("code", n)), cell(_size(s), field="size", value=s,
-                                                                                   num=True)) for n, s in files)
-    return element("table", _head_row(["file", "size"]), element("tbody", rows), id="files")
+def _lead(c: Any, rows: Sequence[SummaryRow]) -> Markup:
+    controls = control_replay_count(c)
+    perturbed = sum(r.pairs for r in rows)
+    return Markup('<p class="lead">{} perturbation(s): <strong>{}</strong> perturbed pairs, and <strong '
+                  'id="control-replays" data-value="{}">{}</strong> {} counted apart ({} pair rows in all); '
+                  "observational baseline of {} same-input pairs. {} from {} bootstrap resamples of input groups "
+                  "(seed {}).</p>").format(
+        len(rows), fmt_n(perturbed), int(controls), fmt_n(controls), term("control replays"), fmt_n(c.pairs),
+        fmt_n(c.observational.n), term("95% CI", "95% intervals"), fmt_n(c.resamples), fmt_n(c.seed))
 
 
 def campaign_page(raw: Mapping[str, Any], profile: Mapping[str, Any] | None, folder: Path,
-                  files: Sequence[tuple[str, int]]) -> str:
-    """The campaign's page: summary, dose-response, forest, cascades, graph, Sigma, details."""
+                  files: Sequence[tuple[str, int | None]]) -> str:
+    """The campaign's page: what was found, example pairs, one row per perturbation,
+    the observational check, dose-response, rates, cascades, the graph, the details."""
     from quiver._interventional import CampaignEstimates
 
+    from .campaign_figures import (
+        adaptive_figures,
+        cascade_figure,
+        dose_figures,
+        forest_figure,
+        plots,
+        single_figure,
+        validation_figure,
+    )
+    from .examples import load_examples
+    from .examples_html import examples_section
+    from .findings import campaign_findings
+    from .glance import glance_table
     from .interventional import interventional_report
 
     c = CampaignEstimates.from_json(raw)
     rows = summary_rows(c, raw)
-    controls = control_replay_count(c)
-    perturbed = sum(r.pairs for r in rows)
+    body = [_lead(c, rows), findings_html(campaign_findings(raw, c))]
+    body += examples_section(load_examples(folder), [p.id for p in c.perturbations])
+    body += [Markup("<h2>At a glance</h2>"), glance_table(c, rows),
+             Markup('<p class="muted">The strongest {} of each row is in bold: the event the perturbation moved most '
+                    "beyond its control (the path, the loop iterations or which nodes run; some node's output when it "
+                    "moved none of those). Rows with a failed negative control, failed replays or replays not applied "
+                    "are marked.</p>").format(term("excess"))]
     why = [element("li", element("code", r.id), ": no beta_shape: ", r.beta_reason) for r in rows
            if r.beta_value is None and r.beta_reason]
-    body = [Markup('<p class="lead">{} perturbation(s): <strong>{}</strong> perturbed pairs, and <strong '
-                   'id="control-replays" data-value="{}">{}</strong> control replays counted apart ({} pair rows in '
-                   "all); observational baseline of {} same-input pairs. 95% intervals from {} bootstrap resamples "
-                   "of input groups (seed {}).</p>").format(
-                len(rows), fmt_n(perturbed), int(controls), fmt_n(controls), fmt_n(c.pairs), fmt_n(c.observational.n),
-                fmt_n(c.resamples), fmt_n(c.seed)),
-            Markup("<h2>At a glance</h2>"), _summary_table(rows),
-            Markup('<p class="muted">Excess: the effective stratum\'s D_shape rate minus that of the perturbation\'s '
-                   "control replays (the target as recorded or re-run unchanged, downstream live), with a 95% interval "
-                   "combined from the two rates' intervals (MOVER). beta_shape: the smallest change of the target "
-                   "that switched the path; ≤ marks an upper bound. Rows with a failed negative control or failed "
-                   "replays are marked.</p>")]
     body += [element("ul", Markup("").join(why), class_="muted")] if why else []
-    doses = [d for p in c.perturbations if (d := _dose(p)) is not None]
-    body += [Markup("<h2>Dose-response</h2>"), _plots(doses) if doses else
-             Markup("<p>No perturbation has magnitude bins.</p>")]
-    body += _adaptive(c)
+    validation = validation_figure(c)
+    if validation is not None:
+        body += [Markup("<h2>Observational against interventional sensitivity</h2>"), validation]
+    doses, single = dose_figures(c), single_figure(c)
+    if doses or single is not None:
+        body += [Markup("<h2>Dose-response</h2>"), plots([*doses, *([single] if single is not None else [])])]
+    body += adaptive_figures(c)
     order = graph_nodes(profile) if profile else []
-    body += [Markup("<h2>Rates and cascades</h2>"), _plots([_forest(c), _cascade(c, order)])]
+    body += [Markup("<h2>Rates and cascades</h2>"), plots([forest_figure(c), cascade_figure(c, order)])]
     if profile:
         body += [Markup("<h2>Pipeline graph and observational Sigma</h2>"), _graph_figures(profile)]
     body += [Markup("<h2>Details</h2>"), *folded(interventional_report(raw))]
     if profile:
         body += folded(render_report(profile), prefix="Observational: ")
     body += [Markup("<h2>Files in this folder</h2>"), _files_table(files)]
-    return page("QUIVER campaign report", body)
+    return page("QUIVER campaign report", with_glossary(body))
 
 
 def _graph_figures(profile: Mapping[str, Any]) -> Markup:
-    return _plots([_figure(graph_svg(profile), "Edges labelled with sigma; red: amplifying; dashed: inferred from the "
-                                               "traces."),
-                   _figure(sigma_svg(profile), "sigma of each edge (blank: no edge; hatched: undefined).")])
+    graph_caption = Markup("Nodes top to bottom in the order they run, each edge labelled with its {} (observed); red "
+                           "and thick: an {}; dashed: inferred from the traces; a double red border marks a "
+                           "{}.").format(term("sigma"), term("amplifier"), term("bifurcation source"))
+    sigma_caption = Markup("The {} of each edge (rows: source, columns: target; blank: no edge; hatched: "
+                           "undefined).").format(term("sigma"))
+    return _plots([_figure(graph_svg(profile), graph_caption, id="graph"),
+                   _figure(sigma_svg(profile), sigma_caption, id="sigma")])
 
 
 # --------------------------------------------------------------------------- analysis
 
 
 def _rate_row(div: Mapping[str, Any], k: str) -> Markup:
-    return element("tr", element("td", f"{k} > 0"), cell(fmt(div.get(k)), field=k, value=div.get(k), num=True),
+    return element("tr", element("td", Markup("{} &gt; 0").format(term(k))),
+                   cell(fmt(div.get(k)), field=k, value=div.get(k), num=True),
                    element("td", " – ".join(fmt(x) for x in div.get(f"{k}_ci") or []), class_="num"),
                    element("td", fmt_n(div.get(f"{k}_n")), class_="num"), data_rate=k)
 
@@ -296,17 +212,22 @@ def _analysis_summary(p: Mapping[str, Any]) -> list[Markup]:
     return [Markup('<p class="lead">{} traces ({} failed) in {} input groups, {} same-input pairs.</p>').format(
                 fmt_n(p.get("traces")), fmt_n(p.get("failed_traces")), fmt_n(p.get("groups")), fmt_n(p.get("pairs"))),
             Markup("<h2>At a glance</h2>"),
-            element("table", _head_row(["same-input pairs differing in", "rate", "95% CI", "n"]),
-                    element("tbody", rows), id="rates"),
-            Markup("<p><strong>Top amplifying edges</strong> ({} in all):</p>").format(len(edges)),
+            element("table", _head_row([Markup("same-input pairs differing in"), Markup("rate"), term("95% CI"),
+                                        Markup("n")]), element("tbody", rows), id="rates"),
+            Markup("<p><strong>Top amplifying edges</strong> ({} in all; {}):</p>").format(
+                len(edges), term("sigma")),
             element("ul", amp, id="amplifiers"),
-            Markup('<p id="sources"><strong>Bifurcation sources:</strong> {}.</p>').format(
+            Markup('<p id="sources"><strong>{}:</strong> {}.</p>').format(term("bifurcation source",
+                                                                                "Bifurcation sources"),
                 ", ".join(sources) or "none")]
 
 
 def analysis_page(profile: Mapping[str, Any], folder: Path) -> str:
-    """An analysis' page: summary, graph, Sigma, ratios, details."""
-    body = _analysis_summary(profile)
+    """An analysis' page: what was found, summary, graph, Sigma, ratios, details."""
+    from .findings_more import analysis_findings
+
+    head = _analysis_summary(profile)
+    body = [head[0], findings_html(analysis_findings(profile)), *head[1:]]
     body += [Markup("<h2>Pipeline graph and Sigma</h2>"), _graph_figures(profile)]
     ratios = png_img(folder / "ratios.png", "Ratio d_j / d_i per edge")
     if ratios:
@@ -314,7 +235,7 @@ def analysis_page(profile: Mapping[str, Any], folder: Path) -> str:
                                                             "source changed, with lines at 1, the mean (sigma) and "
                                                             "the median.")]
     body += [Markup("<h2>Details</h2>"), *folded(render_report(profile))]
-    return page("QUIVER analysis report", body)
+    return page("QUIVER analysis report", with_glossary(body))
 
 
 # --------------------------------------------------------------------------- gate
@@ -375,17 +296,20 @@ def gate_page(data: Mapping[str, Any], markdown: str | None) -> str:
     """The gate's page: the verdict and its table first, then per candidate its charts,
     and the gate's Markdown (``gate.md``) folded."""
     verdict = str(data.get("verdict", "")).lower()
-    body = [Markup('<p class="lead">Verdict: <strong id="verdict" class="{}" data-value="{}">{}</strong> — {} '
+    from .findings_more import gate_findings
+
+    body = [Markup('<p class="lead">{}: <strong id="verdict" class="{}" data-value="{}">{}</strong> — {} '
                    "candidate template(s), {} probes × {} replays per arm, seed {}.</p>").format(
-        f"verdict-{verdict}", verdict, verdict.upper(), len(data.get("candidates") or []), fmt_n(data.get("probes")),
-        fmt_n(data.get("repeats")), fmt_n(data.get("seed")))]
+        term("verdict", "Verdict"), f"verdict-{verdict}", verdict, verdict.upper(), len(data.get("candidates") or []),
+        fmt_n(data.get("probes")), fmt_n(data.get("repeats")), fmt_n(data.get("seed"))),
+            findings_html(gate_findings(data))]
     for c in data.get("candidates") or []:
         body.append(element("h2", element("code", str(c["template"])), " at ", element("code", str(c["node"])),
-                            f": {str(c['verdict']).upper()}"))
+                            f": {str(c['verdict']).upper()}", id=anchor("gate", c["template"])))
         failures = c.get("failures") or []
         body.append(element("ul", Markup("").join(element("li", f) for f in failures)) if failures else
                     Markup("<p>No failure.</p>"))
         body += [_gate_table(c), _plots(_gate_charts(c))]
     if markdown:
         body += [Markup("<h2>Details</h2>"), details("The gate's Markdown report (gate.md)", [markdown_html(markdown)])]
-    return page("QUIVER gate report", body)
+    return page("QUIVER gate report", with_glossary(body))

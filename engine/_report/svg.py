@@ -14,9 +14,12 @@ the ids that ``url(#...)`` refers to are made from a hash of the chart's name
 * :func:`dose_response`: an event rate per magnitude step with its interval, the
   control's rate per step (dashed, hatched band) and the threshold marked;
 * :func:`heatmap`: a matrix with its value written in every cell;
-* :func:`graph`: a pipeline graph in topological layers.
 
-An adaptive ladder's dose-response curve is drawn from the same parts in :mod:`.curve`.
+An adaptive ladder's dose-response curve is drawn from the same parts in :mod:`.curve`,
+the pipeline graph in :mod:`.graphsvg`. Labels that could meet another text are placed
+with :class:`Boxes` (every text's box estimated from the widest usual face's metrics):
+where none of its places is free, a label is left out and its text kept in the mark's
+tooltip.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from itertools import pairwise
 
 from .markup import Markup, anchor, element, label, markup_only
 
-__all__ = ["Interval", "interval_chart", "dose_response", "Step", "heatmap", "graph", "GraphEdge", "chart"]
+__all__ = ["Interval", "interval_chart", "dose_response", "Step", "heatmap", "chart", "text_width", "Boxes", "Mark",
+           "Paired", "paired_chart"]
 
 INK = "#222222"
 GRID = "#dddddd"
@@ -60,6 +64,7 @@ def chart(name: str, title: str, width: float, height: float, body: Sequence[Mar
         TypeError: A part of ``body`` is a plain ``str``, not :class:`~.markup.Markup`.
     """
     parts = markup_only(body, "chart()")
+    width = max(width, text_width(label(title, 2 * NAME), 12.5, bold=True) + 16)
     return element("svg", element("title", title), *parts, class_="plot", data_plot=name, role="img",
                    xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {_n(width)} {_n(height)}", width=_n(width),
                    height=_n(height), style=FONT)
@@ -72,6 +77,66 @@ def _text(x: float, y: float, text: object, *, size: float = 11, anchor: str = "
     tip = element("title", str(text)) if shown != str(text) else _NOTHING
     return element("text", tip, shown, attrs=more, x=_n(x), y=_n(y), font_size=_n(size), text_anchor=anchor,
                    fill=color, font_weight=weight)
+
+
+_WIDTHS = {**dict.fromkeys(" .,;:!|'`ijl", 0.32), **dict.fromkeys("ftr()[]{}/\\-", 0.4),
+           **dict.fromkeys("abcdeghknopqsuvxyz0123456789_?*", 0.64), **dict.fromkeys("mw%", 0.98),
+           **dict.fromkeys("ABCDEFGHJKLNOPQRSTUVXYZ", 0.78), **dict.fromkeys("MW—…", 1.0),
+           **dict.fromkeys("=+<>≤≥→←×#~^", 0.84)}
+"""Advance widths in em, rounded up from DejaVu Sans (the widest of the usual sans-serif
+faces, and what ``system-ui`` is on Debian): a label's box is never smaller than drawn."""
+
+
+def text_width(text: object, size: float, *, bold: bool = False) -> float:
+    """The width ``text`` takes at ``size`` px (an upper bound for the usual sans faces)."""
+    em = sum(_WIDTHS.get(ch, 1.0 if _width(ch) == 2 else 0.8) for ch in str(text))
+    return em * size * (1.1 if bold else 1.0)
+
+
+def _width(ch: str) -> int:
+    import unicodedata
+
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+Box = tuple[float, float, float, float]
+
+
+class Boxes:
+    """The boxes of the texts a chart has drawn, to place the next one where it meets
+    none of them and stays inside the chart (``width`` x ``height``)."""
+
+    def __init__(self, width: float, height: float) -> None:
+        self.width, self.height = width, height
+        self.taken: list[Box] = []
+
+    @staticmethod
+    def box(x: float, y: float, text: object, size: float, anchor: str = "start", bold: bool = False) -> Box:
+        """The box of a text drawn at ``(x, y)`` (its baseline) with ``anchor``."""
+        w = text_width(text, size, bold=bold)
+        x0 = x - w if anchor == "end" else x - w / 2 if anchor == "middle" else x
+        return (x0 - 1, y - 0.95 * size, x0 + w + 1, y + 0.27 * size)
+
+    def free(self, box: Box) -> bool:
+        """Whether ``box`` lies inside the chart and meets no box taken."""
+        x0, y0, x1, y1 = box
+        if x0 < 0 or y0 < 0 or x1 > self.width or y1 > self.height:
+            return False
+        return not any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in self.taken)
+
+    def take(self, box: Box) -> Box:
+        self.taken.append(box)
+        return box
+
+    def place(self, text: object, size: float, candidates: Sequence[tuple[float, float, str]],
+              bold: bool = False) -> tuple[float, float, str] | None:
+        """The first of ``candidates`` (x, y, anchor) where ``text`` fits, taken; None: none."""
+        for x, y, side in candidates:
+            box = self.box(x, y, text, size, side, bold)
+            if self.free(box):
+                self.take(box)
+                return x, y, side
+        return None
 
 
 def _title(title: str) -> Markup:
@@ -184,24 +249,21 @@ def interval_chart(name: str, title: str, rows: Sequence[Interval], *, axis: str
         lo, hi: The axis range (default: what the values, intervals and references span).
         legend: (shape, colour, text) entries written under the chart.
     """
-    label_w = max([60] + [min(260, 6.6 * len(label(r.label, NAME))) for r in rows]) + 12
-    note_w = max([0] + [min(200, 6.2 * len(r.note)) for r in rows]) + 10
-    plot_w = 380
-    row_h = 22
-    top = 42
-    width = label_w + plot_w + note_w + 20
-    height = top + row_h * max(1, len(rows)) + 48 + (18 if legend or band_label else 0)
-    values = [v for r in rows for v in (r.value, r.lo, r.hi) if v is not None and math.isfinite(v)]
-    values += [v for v in (*(band or ()), line) if v is not None]
-    low = lo if lo is not None else min(values + [0.0])
-    high = hi if hi is not None else max(values + [low + 1e-9])
-    if high - low < 1e-9:
-        high = low + 1.0
-    pad = (high - low) * 0.04
-    scale = _Scale(low - (pad if lo is None else 0), high + (pad if hi is None else 0), label_w, label_w + plot_w)
+    label_w = max([60.0] + [text_width(label(r.label, NAME), 10.5) for r in rows]) + 14
+    note_w = max([0.0] + [text_width(label(r.note, NAME), 10) for r in rows]) + 14
+    plot_w, row_h, top = 380, 22, 46
     bottom = top + row_h * max(1, len(rows))
+    entries = [(shape, color, text, 14 + text_width(text, 10)) for shape, color, text in legend]
+    if band_label and band is not None:
+        entries.append(("band", GREY, band_label, 15 + text_width(band_label, 10)))
+    lines = _legend_lines(entries, label_w + plot_w + note_w - 8)
+    width = label_w + plot_w + note_w + 10
+    height = bottom + 42 + 18 * len(lines)
+    scale = _range_scale(rows, band, line, lo, hi, label_w, label_w + plot_w)
     hatch = anchor(name, "hatch")
+    boxes = Boxes(width, height)
     body = [_hatch(hatch, GREY), _title(title)]
+    boxes.take(boxes.box(8, 16, label(title, 2 * NAME), 12.5, bold=True))
     body += _axis_x(scale, bottom, axis, top - 6)
     if band is not None:
         x0, x1 = scale(band[0]), scale(band[1])
@@ -209,30 +271,134 @@ def interval_chart(name: str, title: str, rows: Sequence[Interval], *, axis: str
                             height=_n(bottom - top + 6), fill=f"url(#{hatch})", stroke=GREY, stroke_width=0.8))
     if line is not None:
         x = scale(line)
-        body += [_line(x, top - 6, x, bottom, color=GREY, width=1.4, dash="5 3"),
-                 _text(x + 3, top - 9, line_label, size=9.5, color=GREY)]
+        body.append(_line(x, top - 6, x, bottom, color=GREY, width=1.4, dash="5 3"))
+        spot = boxes.place(line_label, 9.5, [(x + 3, top - 9, "start"), (x - 3, top - 9, "end")])
+        if spot is not None:
+            body.append(_text(spot[0], spot[1], line_label, size=9.5, color=GREY, anchor=spot[2]))
     for i, r in enumerate(rows):
-        y = top + row_h * i + row_h / 2
-        body.append(_text(label_w - 8, y + 4, r.label, size=10.5, anchor="end", limit=NAME))
-        if r.value is None:
-            body.append(_text(label_w + 4, y + 4, "no estimate", size=10, color=GREY))
-            continue
-        if r.lo is not None and r.hi is not None:
-            x0, x1 = scale(r.lo), scale(r.hi)
-            body += [_line(x0, y, x1, y, color=r.color, width=2), _line(x0, y - 5, x0, y + 5, color=r.color, width=2),
-                     _line(x1, y - 5, x1, y + 5, color=r.color, width=2)]
-        body.append(_marker(r.shape, scale(r.value), y, r.color))
+        body += _interval_row(r, top + row_h * i + row_h / 2, scale, label_w, plot_w)
+    body += _legend(lines, label_w, bottom + 52, hatch)
+    return chart(name, title, width, height, body)
+
+
+def _range_scale(rows: Sequence[Interval], band: tuple[float, float] | None, line: float | None,
+                 lo: float | None, hi: float | None, a: float, b: float) -> _Scale:
+    values = [v for r in rows for v in (r.value, r.lo, r.hi) if v is not None and math.isfinite(v)]
+    values += [v for v in (*(band or ()), line) if v is not None]
+    low = lo if lo is not None else min(values + [0.0])
+    high = hi if hi is not None else max(values + [low + 1e-9])
+    if high - low < 1e-9:
+        high = low + 1.0
+    pad = (high - low) * 0.04
+    return _Scale(low - (pad if lo is None else 0), high + (pad if hi is None else 0), a, b)
+
+
+def _interval_row(r: Interval, y: float, scale: _Scale, label_w: float, plot_w: float) -> list[Markup]:
+    body = [_text(label_w - 8, y + 4, r.label, size=10.5, anchor="end", limit=NAME)]
+    if r.value is None:
+        return body + [_text(label_w + 4, y + 4, "no estimate", size=10, color=GREY)]
+    if r.lo is not None and r.hi is not None:
+        x0, x1 = scale(r.lo), scale(r.hi)
+        body += [_line(x0, y, x1, y, color=r.color, width=2), _line(x0, y - 5, x0, y + 5, color=r.color, width=2),
+                 _line(x1, y - 5, x1, y + 5, color=r.color, width=2)]
+    body.append(_marker(r.shape, scale(r.value), y, r.color))
+    if r.note:
+        body.append(_text(label_w + plot_w + 10, y + 4, r.note, size=10, color=INK, limit=NAME))
+    return body
+
+
+_Entry = tuple[str, str, str, float]
+
+
+def _legend_lines(entries: Sequence[_Entry], room: float) -> list[list[_Entry]]:
+    """The legend's entries (shape, colour, text, width) on as many lines as ``room`` needs."""
+    lines: list[list[_Entry]] = []
+    used = room
+    for e in entries:
+        if used + e[3] + 16 > room and (lines == [] or lines[-1]):
+            lines.append([])
+            used = 0.0
+        lines[-1].append(e)
+        used += e[3] + 16
+    return lines
+
+
+def _legend(lines: Sequence[Sequence[_Entry]], x0: float, y0: float,
+            hatch: str) -> list[Markup]:
+    body: list[Markup] = []
+    for k, entries in enumerate(lines):
+        x, y = x0, y0 + 18 * k
+        for shape, color, text, w in entries:
+            if shape == "band":
+                body += [_box(x, y - 10, 11, 11, f"url(#{hatch})", stroke=GREY), _text(x + 15, y, text, size=10)]
+            else:
+                body += [_marker(shape, x + 5, y - 4, color, r=4), _text(x + 14, y, text, size=10)]
+            x += w + 16
+    return body
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One estimate of a row of :func:`paired_chart`."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    shape: str
+    color: str
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A row of :func:`paired_chart`: its label, its marks (drawn one under the other),
+    and a note at its right in ``note_color``."""
+
+    label: str
+    marks: tuple[Mark, ...]
+    note: str = ""
+    note_color: str = INK
+
+
+def paired_chart(name: str, title: str, rows: Sequence[Paired], *, axis: str, line: float | None = None,
+                 line_label: str = "", legend: Sequence[tuple[str, str, str]] = ()) -> Markup:
+    """Several estimates per row (say sigma observed and sigma under intervention of one
+    edge) with their intervals, one under the other, on a shared axis; each row's note
+    (a verdict) at its right."""
+    marks = max((len(r.marks) for r in rows), default=1)
+    row_h = 10 + 9 * marks
+    label_w = max([60.0] + [text_width(label(r.label, NAME), 10.5) for r in rows]) + 14
+    note_w = max([0.0] + [text_width(r.note, 10, bold=True) for r in rows]) + 16
+    plot_w, top = 400, 46
+    bottom = top + row_h * max(1, len(rows))
+    entries = [(shape, color, text, 14 + text_width(text, 10)) for shape, color, text in legend]
+    lines = _legend_lines(entries, label_w + plot_w + note_w - 8)
+    width, height = label_w + plot_w + note_w + 10, bottom + 42 + 18 * len(lines)
+    flat = [Interval("", m.value, m.lo, m.hi) for r in rows for m in r.marks]
+    scale = _range_scale(flat, None, line, 0.0, None, label_w, label_w + plot_w)
+    body = [_title(title), *_axis_x(scale, bottom, axis, top - 6)]
+    if line is not None:
+        x = scale(line)
+        body += [_line(x, top - 6, x, bottom, color=GREY, width=1.4, dash="5 3"),
+                 _text(x + 3, top - 10, line_label, size=9.5, color=GREY)]
+    for i, r in enumerate(rows):
+        y0 = top + row_h * i
+        body.append(_text(label_w - 8, y0 + row_h / 2 + 4, r.label, size=10.5, anchor="end", limit=NAME))
+        for k, m in enumerate(r.marks):
+            y = y0 + 9 + 9 * k
+            if m.value is None:
+                continue
+            if m.lo is not None and m.hi is not None:
+                body += [_line(scale(m.lo), y, scale(m.hi), y, color=m.color, width=1.8),
+                         _line(scale(m.lo), y - 3, scale(m.lo), y + 3, color=m.color, width=1.8),
+                         _line(scale(m.hi), y - 3, scale(m.hi), y + 3, color=m.color, width=1.8)]
+            body.append(_marker(m.shape, scale(m.value), y, m.color, r=3.8))
         if r.note:
-            body.append(_text(label_w + plot_w + 10, y + 4, r.note, size=10, color=INK, limit=NAME))
-    x = label_w
-    for shape, color, text in legend:
-        body += [_marker(shape, x + 5, height - 12, color, r=4), _text(x + 14, height - 8, text, size=10)]
-        x += 30 + 6.2 * len(text)
-    if band_label and band is not None:
-        body += [_box(x, height - 18, 11, 11, f"url(#{hatch})", stroke=GREY),
-                 _text(x + 15, height - 8, band_label, size=10)]
-        x += 30 + 6.2 * len(band_label)
-    return chart(name, title, max(width, x + 10), height, body)
+            body.append(_text(label_w + plot_w + 12, y0 + row_h / 2 + 4, r.note, size=10, color=r.note_color,
+                              weight="bold"))
+        if i:
+            body.append(_line(label_w - 4, y0, label_w + plot_w + note_w, y0, color=GRID))
+    body += _legend(lines, label_w, bottom + 52, "")
+    return chart(name, title, width, height, body)
 
 
 # --------------------------------------------------------------------------- dose-response
@@ -259,29 +425,29 @@ def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band:
     as a dashed line with triangles; the control replays' interval as a hatched band; the
     threshold as a vertical line labelled with its value. With ``ticks`` (position, name,
     magnitudes) the x axis is one position per step, each named with its magnitudes (a
-    ladder's steps span overlapping magnitudes), and ``threshold`` is a position."""
+    ladder's steps span overlapping magnitudes), and ``threshold`` is a position. The
+    legend is right of the plot; every label inside it is placed where it meets no other
+    text (:class:`Boxes`), or left out (the step's name stays in its marker's tooltip)."""
+    legend = [("circle", BLUE, f"{event} rate, excess qualifies"), ("square", BLUE, "rate, does not qualify"),
+              ("triangle", GREY, "control rate of the step's traces"), ("band", GREY, "control replays, 95% CI"),
+              ("threshold", RED, "threshold (beta)")]
     left, plot_w, top, plot_h = 58, 440, 34, 210
-    width, height = left + plot_w + 190, top + plot_h + (62 if ticks is None else 72)
+    legend_w = max(text_width(text, 9.5) for _, _, text in legend) + 30
+    width, height = left + plot_w + legend_w + 8, top + plot_h + (62 if ticks is None else 72)
     mags = [s.magnitude for s in steps] + ([threshold] if threshold is not None else [])
     x_lo, x_hi = min(mags + [0.0]), max(mags + [1e-9])
     pad = (x_hi - x_lo) * 0.06 or 0.05
     xs = _Scale(x_lo - pad, x_hi + pad, left, left + plot_w)
     ys = _Scale(0.0, 1.0, top + plot_h, top)
     hatch = anchor(name, "hatch")
+    boxes = Boxes(width, height)
+    for region in ((0, top + plot_h + 1, width, height), (0, 0, left - 2, height),
+                   (left + plot_w + 2, 0, width, height), Boxes.box(8, 16, label(title, 2 * NAME), 12.5, bold=True)):
+        boxes.take(region)
     body = [_hatch(hatch, GREY), _title(title)]
     body += _axis_y(ys, left, f"{event} rate", left + plot_w)
-    if ticks is None:
-        body += _axis_x(xs, top + plot_h, "magnitude d_i at the target", top)
-    else:
-        y = top + plot_h
-        body.append(_line(xs.a, y, xs.b, y))
-        for pos, label, span in ticks:
-            x = xs(pos)
-            body += [_line(x, top, x, y, color=GRID), _line(x, y, x, y + 4),
-                     _text(x, y + 15, label, size=10, anchor="middle"), _text(x, y + 28, span, size=9, anchor="middle",
-                                                                              color=GREY)]
-        body.append(_text((xs.a + xs.b) / 2, y + 44, "ladder step (its magnitudes d_i at the target)", size=11,
-                          anchor="middle"))
+    body += _axis_x(xs, top + plot_h, "magnitude d_i at the target", top) if ticks is None else \
+        _step_axis(xs, top, top + plot_h, ticks)
     if control_band is not None:
         y0, y1 = ys(control_band[1]), ys(control_band[0])
         body.append(_box(left, y0, plot_w, max(1.0, y1 - y0), f"url(#{hatch})", stroke=GREY, stroke_width=0.8))
@@ -292,33 +458,69 @@ def dose_response(name: str, title: str, steps: Sequence[Step], *, control_band:
     pts = [(xs(s.magnitude), ys(s.rate)) for s in steps if s.rate is not None]
     for (x0, y0), (x1, y1) in pairwise(pts):
         body.append(_line(x0, y0, x1, y1, color=BLUE, width=1.6))
+    body += _threshold(xs(threshold) if threshold is not None else None, threshold_label, top, plot_h, left, boxes)
     for s in steps:
-        if s.rate is None:
-            continue
-        x = xs(s.magnitude)
-        if s.lo is not None and s.hi is not None:
-            body += [_line(x, ys(s.lo), x, ys(s.hi), color=BLUE, width=1.6),
-                     _line(x - 4, ys(s.lo), x + 4, ys(s.lo), color=BLUE, width=1.6),
-                     _line(x - 4, ys(s.hi), x + 4, ys(s.hi), color=BLUE, width=1.6)]
-        body.append(_marker("circle" if s.qualifies else "square", x, ys(s.rate), BLUE))
-        body.append(_text(x, ys(s.rate) - 9, s.label, size=9, anchor="middle", color=INK, limit=NAME // 2))
-    if threshold is not None:
-        x = xs(threshold)
-        body += [_line(x, top, x, top + plot_h, color=RED, width=2, dash="2 2"),
-                 _text(x + 4, top + 11, threshold_label, size=10, color=RED, weight="bold")]
-    elif threshold_label:  # a value the steps' positions cannot place
-        body.append(_text(left + 6, top + 11, threshold_label, size=10, color=RED, weight="bold"))
-    lx, ly = left + plot_w + 14, top + 8
-    legend = [("circle", BLUE, f"{event} rate, excess qualifies"), ("square", BLUE, "rate, does not qualify"),
-              ("triangle", GREY, "control rate of the step's traces")]
-    for i, (shape, color, text) in enumerate(legend):
-        body += [_marker(shape, lx + 5, ly + 18 * i, color, r=4), _text(lx + 14, ly + 18 * i + 4, text, size=9.5)]
-    y = ly + 18 * len(legend)
-    body += [_box(lx, y - 6, 11, 11, f"url(#{hatch})", stroke=GREY),
-             _text(lx + 14, y + 4, "control replays, 95% CI", size=9.5),
-             _line(lx, y + 18, lx + 11, y + 18, color=RED, width=2, dash="2 2"),
-             _text(lx + 14, y + 22, "threshold (beta)", size=9.5)]
+        body += _step_marks(s, xs(s.magnitude), ys, boxes)
+    body += _side_legend(legend, left + plot_w + 14, top + 8, hatch)
     return chart(name, title, width, height, body)
+
+
+def _step_axis(xs: _Scale, top: float, y: float, ticks: Sequence[tuple[float, str, str]]) -> list[Markup]:
+    out = [_line(xs.a, y, xs.b, y)]
+    for pos, name, span in ticks:
+        x = xs(pos)
+        out += [_line(x, top, x, y, color=GRID), _line(x, y, x, y + 4),
+                _text(x, y + 15, name, size=10, anchor="middle"),
+                _text(x, y + 28, span, size=9, anchor="middle", color=GREY)]
+    return out + [_text((xs.a + xs.b) / 2, y + 44, "ladder step (its magnitudes d_i at the target)", size=11,
+                        anchor="middle")]
+
+
+def _threshold(x: float | None, text: str, top: float, plot_h: float, left: float, boxes: Boxes) -> list[Markup]:
+    """The threshold's line and its label, right of the line, else left of it, lower if need be."""
+    out = [] if x is None else [_line(x, top, x, top + plot_h, color=RED, width=2, dash="2 2")]
+    if not text:
+        return out
+    at = x if x is not None else left + 2
+    spots = [(at + 4, top + 11 + k * 14, "start") for k in range(4)]
+    spots += [(at - 4, top + 11 + k * 14, "end") for k in range(4)] if x is not None else []
+    spot = boxes.place(text, 10, spots, bold=True)
+    if spot is None:
+        return out
+    return out + [_text(spot[0], spot[1], text, size=10, color=RED, weight="bold", anchor=spot[2])]
+
+
+def _step_marks(s: Step, x: float, ys: _Scale, boxes: Boxes) -> list[Markup]:
+    """A step's whiskers, marker and name (above, below, right or left of it: where it fits)."""
+    if s.rate is None:
+        return []
+    out = []
+    if s.lo is not None and s.hi is not None:
+        out += [_line(x, ys(s.lo), x, ys(s.hi), color=BLUE, width=1.6),
+                _line(x - 4, ys(s.lo), x + 4, ys(s.lo), color=BLUE, width=1.6),
+                _line(x - 4, ys(s.hi), x + 4, ys(s.hi), color=BLUE, width=1.6)]
+    y = ys(s.rate)
+    shown = label(s.label, NAME // 2)
+    out.append(element("g", element("title", s.label), _marker("circle" if s.qualifies else "square", x, y, BLUE)))
+    spot = boxes.place(shown, 9, [(x, y - 9, "middle"), (x, y + 17, "middle"), (x + 8, y + 3, "start"),
+                                  (x - 8, y + 3, "end")])
+    if spot is not None:
+        out.append(_text(spot[0], spot[1], s.label, size=9, anchor=spot[2], color=INK, limit=NAME // 2))
+    return out
+
+
+def _side_legend(entries: Sequence[tuple[str, str, str]], lx: float, ly: float, hatch: str) -> list[Markup]:
+    out: list[Markup] = []
+    for i, (shape, color, text) in enumerate(entries):
+        y = ly + 18 * i
+        if shape == "band":
+            out.append(_box(lx, y - 6, 11, 11, f"url(#{hatch})", stroke=GREY))
+        elif shape == "threshold":
+            out.append(_line(lx, y, lx + 11, y, color=RED, width=2, dash="2 2"))
+        else:
+            out.append(_marker(shape, lx + 5, y, color, r=4))
+        out.append(_text(lx + 14, y + 4, text, size=9.5))
+    return out
 
 
 # --------------------------------------------------------------------------- heatmap
@@ -337,8 +539,8 @@ def heatmap(name: str, title: str, rows: Sequence[str], cols: Sequence[str],
     """A matrix of cells shaded by value, each value written in its cell; a missing cell is
     blank (``empty`` written in it), a ``hatched`` one crossed by the hatch pattern. Row
     names are cut at :data:`NAME` columns, column names at three quarters of it."""
-    label_w = max([40] + [6.6 * len(label(r, NAME)) for r in rows]) + 14
-    cell_w = max([54] + [6.4 * len(label(c, _COLUMN)) + 8 for c in cols])
+    label_w = max([40.0] + [text_width(label(r, NAME), 10.5) for r in rows]) + 14
+    cell_w = max([54.0] + [text_width(label(c, _COLUMN), 10) + 10 for c in cols])
     cell_h, top = 26, 50
     width, height = label_w + cell_w * len(cols) + 20, top + cell_h * len(rows) + 18
     known = [v for v in values.values() if v is not None and math.isfinite(v)]
@@ -368,117 +570,3 @@ def heatmap(name: str, title: str, rows: Sequence[str], cols: Sequence[str],
 
 
 _COLUMN = NAME * 3 // 4
-
-
-# --------------------------------------------------------------------------- graph
-
-
-@dataclass(frozen=True)
-class GraphEdge:
-    """An edge of the drawn graph: its class, sigma and whether it was inferred."""
-
-    source: str
-    target: str
-    cls: str = "undefined"
-    sigma: float | None = None
-    inferred: bool = False
-
-
-def _layers(nodes: Sequence[str], edges: Sequence[GraphEdge]) -> dict[str, int]:
-    order = {n: i for i, n in enumerate(nodes)}
-    layer = dict.fromkeys(nodes, 0)
-    for n in nodes:
-        for e in edges:
-            if e.target == n and e.source in order and order[e.source] < order[n]:
-                layer[n] = max(layer[n], layer[e.source] + 1)
-    return layer
-
-
-def graph(name: str, title: str, nodes: Sequence[str], edges: Sequence[GraphEdge], *,
-          sources: Sequence[str] = (), inferred_nodes: Sequence[str] = (), loop: Sequence[str] = ()) -> Markup:
-    """The pipeline graph, left to right in topological layers (``nodes`` in topological
-    order). Amplifying edges are red, thick and labelled "amplifies"; inferred edges
-    dashed; bifurcation sources drawn with a double border and a "bifurcation source"
-    label; inferred nodes labelled "(inferred)"; loop-body nodes with a dotted border.
-    Node names are cut at :data:`NAME` columns."""
-    layer = _layers(nodes, edges)
-    depth = max(layer.values(), default=0) + 1
-    members = {d: [n for n in nodes if layer[n] == d] for d in range(depth)}
-    box_w = max([90] + [7.0 * len(label(n, NAME)) + 20 for n in nodes])
-    box_h, gap_x, gap_y, top = 40, 120, 40, 40
-    tallest = max((len(m) for m in members.values()), default=1)
-    width = 20 + depth * (box_w + gap_x) + 10
-    height = top + tallest * (box_h + gap_y) + 60
-    pos: dict[str, tuple[float, float]] = {}
-    for d, ms in members.items():
-        offset = (tallest - len(ms)) * (box_h + gap_y) / 2
-        for k, n in enumerate(ms):
-            pos[n] = (20 + d * (box_w + gap_x), top + offset + k * (box_h + gap_y))
-    arrow = anchor(name, "arrow")
-    head = element("path", d="M0,0 L10,5 L0,10 z", fill="context-stroke")
-    body = [element("defs", element("marker", head, id=arrow, viewBox="0 0 10 10", refX=10, refY=5, markerWidth=9,
-                                    markerHeight=9, markerUnits="userSpaceOnUse", orient="auto-start-reverse")),
-            _title(title)]
-    for e in edges:
-        if e.source not in pos or e.target not in pos:
-            continue
-        body.append(_edge(arrow, e, pos, box_w, box_h))
-    src, inf, lp = set(sources), set(inferred_nodes), set(loop)
-    for n, (x, y) in pos.items():
-        body.append(_node(n, x, y, box_w, box_h, n in src, n in inf, n in lp))
-    ly = height - 22
-    legend: list[tuple[str, float, str | None, str]] = [
-        (RED, 3.0, None, "amplifies (σ > 1)"), (INK, 1.4, None, "other edge"), (GREY, 1.4, "5 4", "inferred")]
-    x = 20.0
-    for color, w, style, text in legend:
-        body += [_line(x, ly, x + 26, ly, color=color, width=w, dash=style), _text(x + 31, ly + 4, text, size=10)]
-        x += 45 + 6.2 * len(text)
-    body.append(_text(x, ly + 4, "double red border: bifurcation source; dotted border: loop body", size=10))
-    return chart(name, title, max(width, x + 390), height, body)
-
-
-def _node(n: str, x: float, y: float, box_w: float, box_h: float, source: bool, inferred: bool,
-          loop: bool) -> Markup:
-    """A node's box: a double red border for a bifurcation source, dotted for the loop
-    body, and its name (cut at :data:`NAME` columns) over what it is."""
-    parts = [_box(x, y, box_w, box_h, "#f4f6fa", rx=6, stroke=RED if source else INK,
-                  stroke_width=2.5 if source else 1.2, stroke_dasharray="3 3" if loop else None)]
-    if source:
-        parts.append(_box(x + 3, y + 3, box_w - 6, box_h - 6, "none", rx=4, stroke=RED, stroke_width=1))
-    sub = "; ".join(s for s in ("bifurcation source" if source else "", "(inferred)" if inferred else "") if s)
-    parts.append(_text(x + box_w / 2, y + (16 if sub else 24), n, size=11.5, anchor="middle", weight="bold",
-                       limit=NAME))
-    if sub:
-        parts.append(_text(x + box_w / 2, y + 31, sub, size=9, anchor="middle", color=RED if source else GREY))
-    return element("g", *parts, data_node=n)
-
-
-def _edge(arrow: str, e: GraphEdge, pos: Mapping[str, tuple[float, float]], box_w: float, box_h: float) -> Markup:
-    (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
-    amp = e.cls == "amplifier"
-    color = RED if amp else (GREY if e.inferred else INK)
-    dash = "5 4" if e.inferred else None
-    width = 3.0 if amp else 1.4
-    label = ("σ n/a" if e.sigma is None else f"σ {e.sigma:.2f}") + (" amplifies" if amp else "")
-    label += " (inferred)" if e.inferred else ""
-    if e.source == e.target:
-        cx, cy = x0 + box_w / 2, y0
-        path = (f"M{_n(cx - 12)},{_n(cy)} C{_n(cx - 30)},{_n(cy - 34)} {_n(cx + 30)},{_n(cy - 34)} "
-                f"{_n(cx + 12)},{_n(cy)}")
-        lx, ly = cx, cy - 30
-    elif x1 > x0:
-        sx, sy, tx, ty = x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2
-        mx = (sx + tx) / 2
-        path = f"M{_n(sx)},{_n(sy)} C{_n(mx)},{_n(sy)} {_n(mx)},{_n(ty)} {_n(tx)},{_n(ty)}"
-        lx, ly = mx, (sy + ty) / 2 - 4
-    else:  # a feedback edge: below the boxes, right to left
-        sx, sy, tx, ty = x0 + box_w / 2, y0 + box_h, x1 + box_w / 2, y1 + box_h
-        low = max(sy, ty) + 28
-        path = f"M{_n(sx)},{_n(sy)} C{_n(sx)},{_n(low)} {_n(tx)},{_n(low)} {_n(tx)},{_n(ty)}"
-        lx, ly = (sx + tx) / 2, low - 2
-    line = element("path", d=path, fill="none", stroke=color, stroke_width=width, stroke_dasharray=dash,
-                   marker_end=f"url(#{arrow})")
-    text = _text(lx, ly, label, size=9, anchor="middle", color=RED if amp else INK, paint_order="stroke",
-                 stroke="white", stroke_width=3)
-    return element("g", line, text, data_edge=f"{e.source}->{e.target}", data_class=e.cls,
-                   data_inferred=str(e.inferred).lower())

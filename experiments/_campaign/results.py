@@ -28,7 +28,9 @@ from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_e
 from quiver._observational import Profile
 from quiver._outdir import LogFile, replace, write_text
 from quiver._progress import Progress
-from quiver._report import campaign_markdown, md_text, write_html
+from quiver._report import HTML_FILE, campaign_markdown, md_text, write_html
+from quiver._report.examples import write_examples
+from quiver._report.html import folder_files
 from quiver._trace import Redactor, Trace, TraceWriter, output_redactor, redacted_logs
 from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
 from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
@@ -114,7 +116,9 @@ class Pairer(threading.Thread):
         """Every job's pair row, in job order, once the last block is paired (with a
         progress line for the blocks left after the replays); ``replays.jsonl`` in place."""
         left = sum(len(b) for b in self.blocks[self.paired_blocks:])
-        self._progress = Progress("pairs", left, stream=self.run_.stream) if left else None
+        total = sum(len(b) for b in self.blocks)
+        self._progress = Progress("pairs", total, stream=self.run_.stream, resumed=total - left,
+                                  before="paired while replaying") if left else None
         try:
             self.join()
         finally:
@@ -246,13 +250,35 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
         report += "\n## Perturbations not applied\n\n" + "".join(f"* {md_text(line.strip())}\n"
                                                                for line in not_applied_lines(result))
     write_text(out / "report.md", report)
-    write_html(out, "campaign")
+    write_examples(out, rows, traces, data, _baseline_path(run),
+                   {pid: _commonest_first(c)[0][0] for pid, c in result.not_landed.items() if c})
+    write_html(out, "campaign", files=_files_written(out))
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
     result.status = Counter(r.status for r in rows)
     result.retries = Counter()
     for r in rows:
         result.retries.update(r.retries or {})
     result.llm_calls = sum(sum(r.llm_calls.values()) for r in rows)
+
+
+def _baseline_path(run: CampaignRun) -> Path:
+    """Where the campaign's baseline traces are (``quiver show`` reads them)."""
+    spec = run.spec
+    return run.base_dir / spec.baseline if spec.baseline is not None else run.out / "baseline" / "traces.jsonl"
+
+
+LATE = ("ledger.sqlite", "summary.json")
+"""Files a campaign still writes after its page: listed on it without a size."""
+
+
+def _files_written(out: Path) -> list[tuple[str, int | None]]:
+    """The files of the campaign's folder as its page lists them: those there now with
+    their sizes, those written after the page (the ledger, closed last, and
+    ``summary.json``) and the page itself without one."""
+    files: list[tuple[str, int | None]] = [(n, None if n in LATE else s) for n, s in folder_files(out)]
+    have = {n for n, _ in files}
+    files += [(n, None) for n in (*LATE, HTML_FILE) if n not in have]
+    return sorted(files)
 
 
 def _adaptive_entry(pid: str, layouts: Mapping[str, AdaptiveLayout] | None) -> dict[str, Any]:

@@ -76,8 +76,18 @@ def command(args: argparse.Namespace) -> int:
     print((result.output / "gate.md").read_text(encoding="utf-8"))
     for path in result.files:
         print(path)
+    _say_found(result.output)
     _say_skipped(result.skipped_lines)
     return EXIT_OK if result.passed and not result.skipped_lines else EXIT_PROBLEMS
+
+
+def _say_found(out: Path) -> None:
+    """What the gate found, in sentences, and where its report is."""
+    from quiver._report import read_json
+    from quiver._report.findings import findings_console
+    from quiver._report.findings_more import gate_findings
+
+    print("\n".join(findings_console(gate_findings(read_json(out / "gate.json")), "the gate", out / "report.html")))
 
 
 def plan(args: argparse.Namespace, candidates: dict[str, Path], **overrides: Any) -> int:

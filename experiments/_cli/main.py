@@ -19,12 +19,28 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import analyze, attribute, compare, diff, gate, imports, record, replay, report, run, schema, sim, validate
+from . import (
+    analyze,
+    attribute,
+    compare,
+    diff,
+    gate,
+    imports,
+    record,
+    replay,
+    report,
+    run,
+    schema,
+    show,
+    sim,
+    validate,
+)
 from .common import EXIT_CANNOT_RUN, EXIT_INTERRUPTED
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-COMMANDS = (record, analyze, diff, compare, attribute, replay, run, gate, report, sim, schema, imports, validate)
+COMMANDS = (record, analyze, diff, compare, attribute, replay, run, gate, report, show, sim, schema, imports,
+            validate)
 """The command modules, in the order ``quiver --help`` lists them."""
 
 

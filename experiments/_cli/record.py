@@ -100,9 +100,34 @@ def command(args: argparse.Namespace) -> int:
     _warn_unaccounted(result.unaccounted, "recording")
     _warn_redacted_reads(result)
     if result.failed:
+        for line in _failure_lines(result.traces_path):
+            print(f"quiver record: {line}", file=sys.stderr)
         print(f"{result.failed} trace(s) failed; see {result.log_path}{again}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _failure_lines(traces_path: Path) -> list[str]:
+    """One line per kind of failure of the corpus's failed traces, the commonest first:
+    how many failed that way, and the first such trace's error (ids, paths and numbers
+    of one trace replaced, so that one reason reads the same for every trace)."""
+    from collections import Counter
+
+    from quiver import iter_traces
+    from quiver.experiments._campaign.results import failure_reason
+
+    kinds: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for trace in iter_traces(traces_path, on_error="skip"):
+        if trace.status != "failed":
+            continue
+        error = f"{trace.error.type}: {trace.error.message}" if trace.error is not None else "no error recorded"
+        reason = failure_reason(error)
+        kinds[reason] += 1
+        text = (error.strip().splitlines() or ["no error recorded"])[0]
+        first.setdefault(reason, f"{text[:297]}..." if len(text) > 300 else text)
+    return [f"{n:,} trace(s) failed like this: {first[reason]}"
+            for reason, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _warn_redacted_reads(result: RecordResult) -> None:

@@ -75,7 +75,7 @@ def _say_skipped(skipped: int) -> None:
               file=sys.stderr)
 
 
-WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report.html", "summary.json",
+WRITTEN = ("campaign.json", "pairs.jsonl", "replays.jsonl", "examples.json", "report.md", "report.html", "summary.json",
            "ledger.sqlite")
 """The files of a finished campaign, as ``quiver run`` lists them (with their sizes)."""
 
@@ -147,6 +147,7 @@ def command(args: argparse.Namespace) -> int:
     for name in WRITTEN:
         if (out / name).is_file():
             print(f"{out / name}  ({_size((out / name).stat().st_size)})")
+    _say_found(out)
     for line in not_applied_lines(result):
         print(f"quiver run: {line}", file=sys.stderr)
     problems = (result.status.get("failed", 0) + result.status.get("diverged", 0) + result.skipped_lines
@@ -159,6 +160,15 @@ def command(args: argparse.Namespace) -> int:
             print(f"negative control failed for {', '.join(result.negative_control_failed)}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _say_found(out: Path) -> None:
+    """What the campaign found, in sentences, and where its report is."""
+    from quiver._report import read_json
+    from quiver._report.findings import campaign_findings, findings_console
+
+    print("\n".join(findings_console(campaign_findings(read_json(out / "campaign.json")), "the campaign",
+                                      out / "report.html")))
 
 
 def _adaptive_line(a: Any) -> str:

@@ -13,7 +13,9 @@ folder with no report JSON, or garbled JSON, is one error line (a fuzz suite).
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -23,6 +25,7 @@ from typing import Any
 import pytest
 from fuzzing import FUZZ, run_cli, tried
 from hypothesis import given, settings, strategies as st
+from pagecheck import screenshots, text_count, text_problems
 
 from quiver._interventional import CampaignEstimates
 from quiver._report.summary import control_replay_count, excess
@@ -31,7 +34,7 @@ ROOT = Path(__file__).parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
-MAX_PAGE_BYTES = 2_000_000
+MAX_PAGE_BYTES = 1_000_000
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,9 @@ def _value(attrs: dict[str, str | None], key: str = "data-value") -> Any:
 
 
 def test_the_summary_in_report_html_equals_campaign_json(support_bot_run: Path) -> None:
+    from quiver._report.findings import EVENTS, strongest_event
+    from quiver._report.glance import EVENT_FIELDS
+
     raw = json.loads((support_bot_run / "campaign.json").read_text())
     html = (support_bot_run / "report.html").read_text()
     rows = _cells(html, "summary", "data-perturbation")
@@ -101,24 +107,171 @@ def test_the_summary_in_report_html_equals_campaign_json(support_bot_run: Path) 
     campaign = CampaignEstimates.from_json(raw)
     for p, typed in zip(raw["perturbations"], campaign.perturbations, strict=True):
         row = rows[p["id"]]
-        for field in ("node", "op", "pairs", "effective", "noop", "failed"):
-            assert _value(row[field]) == p[field], (p["id"], field)
+        assert _value(row["id"], "data-node") == p["node"] and _value(row["id"], "data-op") == p["op"]
+        assert _value(row["pairs"]) == p["pairs"]
+        for field in ("effective", "noop", "failed", "not_applied"):
+            assert _value(row["pairs"], f"data-{field.replace('_', '-')}") == p[field], (p["id"], field)
         assert _value(row["beta_shape"]) == p["beta_shape"]["value"]
         assert _value(row["beta_shape"], "data-upper-bound") == p["beta_shape"]["upper_bound"]
         assert _value(row["negative_control"]) == p["negative_control"]["passed"]
         failures = p.get("failures") or {"count": p["failed"], "by_reason": {}}
-        assert _value(row["failures"]) == failures["count"]
-        assert _value(row["failures"], "data-by-reason") == failures["by_reason"]
+        assert _value(row["pairs"], "data-failures") == failures["count"]
+        assert _value(row["pairs"], "data-by-reason") == failures["by_reason"]
         control = p["control_replays"]
-        assert _value(row["excess"], "data-rate") == p["strata"]["effective"]["D_shape"]
-        assert _value(row["excess"], "data-control-rate") == control["D_shape"]
-        e = excess(typed.stratum("effective").rates.d_shape, typed.control_replays.rates.d_shape
-                   if typed.control_replays else None)
-        assert _value(row["excess"]) == pytest.approx(p["strata"]["effective"]["D_shape"] - control["D_shape"])
-        assert [_value(row["excess"], "data-lo"), _value(row["excess"], "data-hi")] == pytest.approx([e.lo, e.hi])
+        for key, name, _ in EVENTS:  # every event's excess over the control replays, with its MOVER interval
+            cell = row[EVENT_FIELDS[key]]
+            assert _value(cell, "data-rate") == p["strata"]["effective"][name]
+            assert _value(cell, "data-control-rate") == control[name]
+            e = excess(getattr(typed.stratum("effective").rates, key), getattr(typed.control_replays.rates, key))
+            assert _value(cell) == pytest.approx(p["strata"]["effective"][name] - control[name])
+            assert [_value(cell, "data-lo"), _value(cell, "data-hi")] == pytest.approx([e.lo, e.hi])
+        top = strongest_event(typed)
+        assert top is not None and _value(row["strongest"]) == top.name
+    strongest = {pid: _value(row["strongest"]) for pid, row in rows.items()}
+    print(f"moved most: {strongest}")
+    assert strongest["small-talk"] == "D_struct" and strongest["turn-type-flip"] == "D_output"  # not D_shape alone
     controls = control_replay_count(campaign)
     assert controls == raw["pairs"] - sum(p["pairs"] for p in raw["perturbations"]) > 0
     assert f'id="control-replays" data-value="{controls}"' in html
+
+
+def test_the_files_list_names_every_file_and_no_size_it_cannot_know(support_bot_run: Path) -> None:
+    """The page lists itself and summary.json, and gives no size for a file the run was
+    still writing (the ledger, closed after it)."""
+    html = (support_bot_run / "report.html").read_text()
+    table = html[html.index('<table id="files">'):]
+    table = table[:table.index("</table>")]
+    listed = dict(re.findall(r"<code>([^<]+)</code></td><td>[^<]*</td><td[^>]*data-value=\"([^\"]*)\"", table))
+    for name in ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "report.html", "summary.json",
+                 "ledger.sqlite", "examples.json"):
+        assert name in listed, (name, listed)
+    assert listed["report.html"] == listed["ledger.sqlite"] == listed["summary.json"] == "null"
+    for name in ("campaign.json", "pairs.jsonl", "replays.jsonl", "report.md", "examples.json"):
+        assert int(listed[name]) == (support_bot_run / name).stat().st_size, name
+
+
+# --------------------------------------------------------------------------- what was found
+
+
+class _Findings(HTMLParser):
+    """Every ``<li class="finding ...">`` of the page: its attributes and its text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[tuple[dict[str, str | None], list[str]]] = []
+        self.depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "li" and "finding" in (a.get("class") or "").split():
+            self.items.append((a, []))
+            self.depth = 1
+        elif self.depth and tag == "li":
+            self.depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth and tag == "li":
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.items[-1][1].append(data)
+
+
+def findings_of(html: str) -> list[tuple[dict[str, str | None], str]]:
+    parser = _Findings()
+    parser.feed(html)
+    return [(a, "".join(text)) for a, text in parser.items]
+
+
+def _excess_of(p: dict[str, Any], name: str) -> tuple[float, float, float]:
+    """The excess of ``name`` over the control replays with its MOVER interval, from campaign.json."""
+    from quiver._stats import Estimate
+
+    eff, ctl = p["strata"]["effective"], p["control_replays"]
+    e = excess(Estimate(eff[name], tuple(eff[f"{name}_ci"]), eff[f"{name}_n"]),
+               Estimate(ctl[name], tuple(ctl[f"{name}_ci"]), ctl[f"{name}_n"]))
+    assert e.value is not None and e.lo is not None and e.hi is not None
+    return e.value, e.lo, e.hi
+
+
+def check_findings(raw: dict[str, Any], found: list[tuple[dict[str, str | None], str]]) -> dict[str, str]:
+    """Each finding's number is campaign.json's (and is the one its sentence writes);
+    returns perturbation id -> the event its effect sentence reports."""
+    from quiver._stats import fmt
+
+    by_id = {p["id"]: p for p in raw["perturbations"]}
+    events: dict[str, str] = {}
+    for attrs, text in found:
+        kind = (attrs.get("class") or "").split()[-1]
+        pid = attrs.get("data-perturbation")
+        if kind == "finding-effect":
+            assert pid is not None
+            event = str(attrs["data-event"])
+            value, lo, hi = _excess_of(by_id[pid], event)
+            assert json.loads(attrs["data-value"] or "null") == pytest.approx(value, abs=1e-9), (pid, event)
+            assert json.loads(attrs["data-lo"] or "null") == pytest.approx(lo) and \
+                json.loads(attrs["data-hi"] or "null") == pytest.approx(hi)
+            assert f"{fmt(value, signed=True)} [{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]" in text, text
+            events[pid] = event
+        elif kind == "finding-threshold":
+            assert pid is not None
+            beta = by_id[pid]["beta_shape"]
+            assert json.loads(attrs["data-value"] or "null") == beta["value"] and fmt(beta["value"]) in text
+            first = next(b for b in beta["bins"] if b["qualifies"])
+            assert json.loads(attrs["data-excess"] or "null") == first["excess"]
+            assert fmt(first["excess"], signed=True) in text
+        elif kind == "finding-validation":
+            agree = sum(v["verdict"] == "agree" for v in raw["validation"])
+            assert f"agrees with intervention on {agree} of {len(raw['validation'])} edge(s)" in text
+    return events
+
+
+def test_each_finding_states_the_number_campaign_json_holds(support_bot_run: Path) -> None:
+    """The page's first list, report.md's first section and the end of `quiver run`'s
+    output are the same sentences, each with the number and interval campaign.json gives."""
+    raw = json.loads((support_bot_run / "campaign.json").read_text())
+    html = (support_bot_run / "report.html").read_text()
+    assert html.index('id="findings"') < html.index('id="summary"')  # the answer first
+    found = findings_of(html)
+    events = check_findings(raw, found)
+    assert set(events) == {p["id"] for p in raw["perturbations"]}  # every perturbation says what it moved
+    print("\n".join(text for _, text in found))
+    kinds = [(a.get("class") or "").split()[-1] for a, _ in found]
+    assert kinds.count("finding-threshold") >= 2 and kinds.count("finding-validation") == 1
+    md = (support_bot_run / "report.md").read_text()
+    assert md.split("\n## ")[1].startswith("What was found")
+    held = json.loads((Path(os.environ["QUIVER_TEST_SHARED"]) / "support_bot_campaign.json").read_text())
+    tail = held["stdout"].rstrip("\n").splitlines()
+    assert tail[-1].startswith("Open the report: ")
+    assert Path(tail[-1].removeprefix("Open the report: ")).resolve() == (support_bot_run / "report.html").resolve()
+    said = tail[-1 - len(found):-1]
+    assert said == [f"* {' '.join(text.replace(' evidence', '').split())}" for _, text in found]
+    assert tail[-2 - len(found)] == "What the campaign found:"
+
+
+def test_a_perturbation_that_moves_the_loop_most_is_reported_on_iterations(support_bot_run: Path,
+                                                                          tmp_path: Path) -> None:
+    """cs-override made to change the loop counts in every pair while its path and its
+    nodes stay as under control: the finding, the glance table and `quiver report`'s
+    page report iterations (D_iter), with campaign.json's number."""
+    raw = json.loads((support_bot_run / "campaign.json").read_text())
+    p = next(x for x in raw["perturbations"] if x["id"] == "cs-override")
+    eff, ctl = p["strata"]["effective"], p["control_replays"]
+    for name in ("D_shape", "D_struct"):
+        eff[name], eff[f"{name}_ci"] = ctl[name], ctl[f"{name}_ci"]
+    eff["D_iter"], eff["D_iter_ci"] = 1.0, [1.0, 1.0]
+    folder = _copy_json(support_bot_run, tmp_path / "loop")
+    (folder / "campaign.json").write_text(json.dumps(raw))
+    result = run_cli(["report", str(folder)])
+    assert result.code == 0, result.stderr
+    html = (folder / "report.html").read_text()
+    events = check_findings(raw, findings_of(html))
+    assert events["cs-override"] == "D_iter"
+    text = next(t for a, t in findings_of(html) if a.get("data-perturbation") == "cs-override"
+                and "finding-effect" in (a.get("class") or ""))
+    assert "changes the loop iterations in" in text, text
+    assert _value(_cells(html, "summary", "data-perturbation")["cs-override"]["strongest"]) == "D_iter"
 
 
 def test_each_dose_response_marks_the_threshold_campaign_json_gives(support_bot_run: Path) -> None:
@@ -126,9 +279,13 @@ def test_each_dose_response_marks_the_threshold_campaign_json_gives(support_bot_
 
     raw = json.loads((support_bot_run / "campaign.json").read_text())
     html = (support_bot_run / "report.html").read_text()
-    ladders = 0
+    ladders, single = 0, []
     for p in raw["perturbations"]:
         beta = p["beta_shape"]
+        if len(beta["bins"]) == 1:  # one magnitude: an estimate, not a one-point curve
+            assert f'data-plot="dose-{p["id"]}"' not in html
+            single.append(p["id"])
+            continue
         if not beta["bins"]:
             continue
         start = html.index(f'data-plot="dose-{p["id"]}"')
@@ -140,6 +297,10 @@ def test_each_dose_response_marks_the_threshold_campaign_json_gives(support_bot_
             ladders += 1
             assert all(f"step {b['step']}" in chart for b in beta["bins"])
     assert ladders >= 1  # fragments-drop
+    start = html.index('data-plot="single"')
+    chart = html[start:html.index("</svg>", start)]
+    assert single == ["turn-type-flip", "web-search-certain", "small-talk", "cs-override"]
+    assert all(f"{pid} (d_i = " in chart for pid in single)
 
 
 def test_report_md_opens_with_the_summary_and_links_only_images_that_exist(support_bot_run: Path) -> None:
@@ -147,13 +308,13 @@ def test_report_md_opens_with_the_summary_and_links_only_images_that_exist(suppo
 
     raw = json.loads((support_bot_run / "campaign.json").read_text())
     text = (support_bot_run / "report.md").read_text()
-    head = text.split("\n## ")[:2]
-    assert head[1].startswith("At a glance")
+    head = text.split("\n## ")[:3]
+    assert head[1].startswith("What was found") and head[2].startswith("At a glance")
     perturbed = sum(p["pairs"] for p in raw["perturbations"])
     controls = raw["pairs"] - perturbed
     assert f"{perturbed:,} perturbed pairs and {controls:,} control replays counted apart" in head[0]
     for p in raw["perturbations"]:
-        assert f"| `{p['id']}` | {p['node']} | {p['op']} | {p['pairs']:,} ({p['effective']:,} / " in head[1]
+        assert f"| `{p['id']}` | {p['node']} | {p['op']} | {p['pairs']:,} ({p['effective']:,} / " in head[2]
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert links and all((support_bot_run / link).is_file() for link in links), links
     assert "observational/graph.png" in links
@@ -180,6 +341,72 @@ def test_the_gate_difference_is_the_candidate_mean_minus_the_current_mean(gate_d
     assert 'id="verdict"' in html and f'data-value="{data["verdict"]}"' in html
 
 
+# --------------------------------------------------------------------------- example pairs
+
+
+def _lines_with(path: Path, ids: set[str]) -> dict[str, str]:
+    """The lines of a trace file whose trace_id is one of ``ids``."""
+    keys = [json.dumps(i) for i in ids]
+    found = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if any(k in line[:2000] for k in keys) and (tid := json.loads(line)["trace_id"]) in ids:
+                found[tid] = line
+    return found
+
+
+def test_each_example_pair_marks_the_first_divergent_call_quiver_diff_finds(support_bot_run: Path,
+                                                                            tmp_path: Path) -> None:
+    """Every perturbation of the README campaign has example pairs on its page; for each,
+    the call marked first divergent is what `quiver diff BASELINE REPLAY` prints, and
+    `quiver show` marks it too."""
+    raw = json.loads((support_bot_run / "campaign.json").read_text())
+    examples = json.loads((support_bot_run / "examples.json").read_text())
+    pairs = examples["pairs"]
+    assert {p["perturbation"] for p in pairs} == {p["id"] for p in raw["perturbations"]}
+    for pid in {p["perturbation"] for p in pairs}:
+        rules = [p["rule"] for p in pairs if p["perturbation"] == pid]
+        assert rules[0] == "typical effective" and ("no-op" in rules) == (
+            next(x for x in raw["perturbations"] if x["id"] == pid)["noop"] > 0), (pid, rules)
+    baselines = _lines_with(Path(examples["baseline"]), {p["baseline_trace"] for p in pairs})
+    replays = _lines_with(support_bot_run / "replays.jsonl", {p["replay_trace"] for p in pairs})
+    html = (support_bot_run / "report.html").read_text()
+    for i, pair in enumerate(pairs):
+        a, b = tmp_path / f"{i}-a.jsonl", tmp_path / f"{i}-b.jsonl"
+        a.write_text(baselines[pair["baseline_trace"]])
+        b.write_text(replays[pair["replay_trace"]])
+        said = run_cli(["diff", str(a), str(b), "--json"])
+        assert said.code == 0, said.stderr
+        first = json.loads(said.stdout)["first_divergence"]
+        expected = None if first is None else f"{first['node']}#{first['occurrence']}"
+        assert pair["first"] == expected, (pair["pair_id"], pair["first"], expected)
+        marked = [s["call"] for s in pair["steps"] if s["first"]]
+        assert marked == ([] if expected is None else [expected]), (pair["pair_id"], marked)
+        block = html[html.index(f'data-pair="{pair["pair_id"]}"'):]
+        block = block[:block.index("</table>", block.index('class="path"'))] if pair["steps"] else block[:2000]
+        assert re.findall(r'data-call="([^"]+)" data-first="true"', block) == marked
+    shown = run_cli(["show", str(support_bot_run), pairs[1]["pair_id"]])
+    assert shown.code == 0, shown.stderr
+    first_line = next(line for line in shown.stdout.splitlines() if "<- first divergent call" in line)
+    assert first_line.split()[0] == pairs[1]["first"]
+    print(f"{len(pairs)} example pairs, each first divergent call as quiver diff finds it")
+
+
+def test_quiver_show_lists_pairs_and_refuses_an_unknown_one_in_one_line(support_bot_run: Path) -> None:
+    listed = run_cli(["show", str(support_bot_run), "--list", "--perturbation", "small-talk", "--stratum", "noop"])
+    assert listed.code == 0, listed.stderr
+    raw = json.loads((support_bot_run / "campaign.json").read_text())
+    noop = next(p for p in raw["perturbations"] if p["id"] == "small-talk")["noop"]
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"small-talk  noop ({noop}):" and len(lines) == 1 + noop
+    for argv, says in ((["show", str(support_bot_run), "no-such-pair"], "has no pair 'no-such-pair'"),
+                       (["show", str(support_bot_run)], "give a PAIR_ID"),
+                       (["show", str(support_bot_run / "nothing-here"), "x"], "is not a folder"),
+                       (["show", str(support_bot_run), "--list", "--perturbation", "nope"], "no such perturbation")):
+        result = run_cli(argv)
+        assert result.code == 2 and says in result.error_lines()[0], (argv, result.stderr)
+
+
 # --------------------------------------------------------------------------- in Chromium
 
 
@@ -203,10 +430,20 @@ _PLOTS = """() => Array.from(document.querySelectorAll('svg.plot, img.plot')).ma
 _IMAGES = "() => Array.from(document.images).map(i => [i.dataset.plot || i.alt, i.complete, i.naturalWidth])"
 
 
+@pytest.fixture(scope="session")
+def screenshots_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the pages' screenshots go (the test output folder)."""
+    return tmp_path_factory.mktemp("screenshots")
+
+
 @pytest.mark.parametrize("which", ["campaign", "analysis", "gate"])
 def test_each_report_html_renders_in_chromium(
         which: str, browser: Any, support_bot_run: Path, quickstart: Path, gate_dir: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+        screenshots_folder: Path) -> None:
+    """Each page opens with no console error and no request out, draws every plot, is
+    one file under 1 MB, and no text of any chart is drawn over another or outside its
+    chart (every ``<details>`` opened); screenshots of its first screen and of each
+    section are kept."""
     folder = {"campaign": support_bot_run, "analysis": quickstart, "gate": gate_dir}[which]
     path = folder / "report.html"
     size = path.stat().st_size
@@ -220,29 +457,51 @@ def test_each_report_html_renders_in_chromium(
     page.on("requestfailed", lambda r: errors.append(f"failed request {r.url}"))
     page.on("request", lambda r: requests.append(r.url))
     page.goto(path.as_uri(), wait_until="load")
-    shot = tmp_path_factory.mktemp("screenshots") / f"{which}.png"
-    page.screenshot(path=str(shot))
-    print(f"screenshot of the first screen: {shot}")
+    shots = screenshots(page, screenshots_folder, which)
+    print(f"screenshots: {', '.join(s.name for s in shots)} in {screenshots_folder}")
     plots = page.evaluate(_PLOTS)
     images = page.evaluate(_IMAGES)
     details = page.evaluate("() => document.querySelectorAll('details').length")
+    untitled = page.evaluate("() => Array.from(document.querySelectorAll('abbr')).filter(a => !a.title).length")
+    overlaps, texts = text_problems(page), text_count(page)
     page.close()
+    print(f"{texts} chart texts checked; overlapping or outside: {overlaps}")
+    assert overlaps == []
     assert errors == []
     assert [r for r in requests if not r.startswith(("file:", "data:"))] == []
     assert all(complete and width > 0 for _, complete, width in images), images
     names = {p["name"] for p in plots}
-    expected = {"campaign": {"forest", "cascade", "graph", "sigma_matrix"},
+    expected = {"campaign": {"forest", "cascade", "graph", "sigma_matrix", "validation", "single"},
                 "analysis": {"graph", "sigma_matrix", "ratios"}, "gate": set()}[which]
     assert expected <= names, names
     if which == "campaign":
         raw = json.loads((folder / "campaign.json").read_text())
-        binned = [p["id"] for p in raw["perturbations"] if p["beta_shape"]["bins"]]
+        binned = [p["id"] for p in raw["perturbations"] if len(p["beta_shape"]["bins"]) > 1]
         assert binned and {f"dose-{pid}" for pid in binned} <= names
     if which == "gate":
         assert any(n.startswith("gate-d-") for n in names) and any(n.startswith("gate-rates-") for n in names)
     assert all(p["w"] > 50 and p["h"] > 50 and p["marks"] > 5 for p in plots), plots
-    assert details >= 1
-    assert shot.stat().st_size > 10_000
+    assert details >= 1 and untitled == 0
+    assert len(shots) >= 4 and all(s.stat().st_size > 10_000 for s in shots)
+
+
+def test_the_overlap_check_finds_text_over_text_and_outside_a_chart(browser: Any, tmp_path: Path) -> None:
+    """The check above on a page built to overlap: two labels at one place, one past the
+    chart's right edge."""
+    from quiver._report import svg
+    from quiver._report.html import page as html_page
+    from quiver._report.markup import Markup
+
+    chart = svg.chart("built-to-overlap", "overlap", 300, 120, [
+        svg._text(40, 60, "a label over", size=12), svg._text(44, 62, "another label", size=12),
+        svg._text(280, 100, "past the edge", size=12), svg._text(40, 100, "alone", size=12)])
+    (tmp_path / "report.html").write_text(html_page("overlap", [Markup("<h2>Charts</h2>"), chart]))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((tmp_path / "report.html").as_uri(), wait_until="load")
+    found = text_problems(page)
+    page.close()
+    assert found == ["built-to-overlap: 'past the edge' outside the chart",
+                     "built-to-overlap: 'a label over' over 'another label' (" + found[1].split(" (", 1)[1]], found
 
 
 # --------------------------------------------------------------------------- quiver report

@@ -1,0 +1,112 @@
+"""The campaign page's "At a glance" table: one row per perturbation.
+
+Each row says what the perturbation did (its target and operator), how many pairs it
+made by stratum, the event it moved most beyond its control replays
+(:func:`~.findings.strongest_event`) and the excess of each event (the path, the loop
+iterations, which nodes run, some node's output) with its 95% interval, its
+bifurcation threshold and its negative control. Every heading is a term with its
+definition (:mod:`.glossary`); every number is in a ``data-`` attribute as
+``campaign.json`` gives it, for programs that read the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from quiver._stats import DASH, fmt, fmt_n
+
+from .findings import EVENTS, event_effects, perturbation_anchor, strongest_event
+from .glossary import term
+from .html import cell
+from .markup import Markup, element
+from .summary import SummaryRow
+
+if TYPE_CHECKING:
+    from quiver._interventional import CampaignEstimates, PerturbationEstimates
+
+    from .findings import EventEffect
+
+__all__ = ["glance_table", "EVENT_FIELDS", "EVENT_HEADS"]
+
+EVENT_FIELDS = {"d_shape": "excess", "d_iter": "excess_iter", "d_struct": "excess_struct", "d_output": "excess_output"}
+"""The ``data-field`` of each event's excess cell (``excess`` is the path's, as before)."""
+EVENT_HEADS = {"d_shape": ("path", "D_shape"), "d_iter": ("loop iterations", "D_iter"),
+               "d_struct": ("nodes run", "D_struct"), "d_output": ("some node's output", "D_output")}
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return f"[{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]" if lo is not None and hi is not None else ""
+
+
+def _excess_cell(e: EventEffect, strongest: bool) -> Markup:
+    value = element("strong" if strongest else "span", fmt(e.value, signed=True) if e.value is not None else DASH)
+    shown = Markup("{}<br>{}").format(value, element("span", _ci(e.lo, e.hi), class_="ci"))
+    return cell(shown, field=EVENT_FIELDS[e.key], value=e.value, num=True,
+                extra={"lo": e.lo, "hi": e.hi, "rate": e.rate.value,
+                       "control-rate": None if e.control is None else e.control.value})
+
+
+def _pairs_cell(r: SummaryRow, p: PerturbationEstimates) -> Markup:
+    parts = [f"{fmt_n(r.effective)} effective", f"{fmt_n(r.noop)} no-op"]
+    if p.counts.not_applied:
+        parts.append(f"{fmt_n(p.counts.not_applied)} not applied")
+    if r.failures.count:
+        reasons = "; ".join(f"{k}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
+        parts.append(f"{fmt_n(r.failures.count)} failed" + (f" ({reasons})" if reasons else ""))
+    return cell(Markup("{}<br>{}").format(element("strong", fmt_n(r.pairs)), element("span", ", ".join(parts),
+                                                                                       class_="ci")),
+                field="pairs", value=r.pairs,
+                extra={"effective": r.effective, "noop": r.noop, "failed": r.failed,
+                       "not-applied": p.counts.not_applied, "failures": r.failures.count,
+                       "by-reason": dict(r.failures.by_reason)})
+
+
+def _strongest_cell(p: PerturbationEstimates) -> Markup:
+    top = strongest_event(p)
+    if top is None:
+        return cell(DASH, field="strongest", value=None)
+    what, name = EVENT_HEADS[top.key]
+    text = Markup("{} ({})").format(element("strong", "values only" if top.key == "d_output" else what),
+                                    term(name))
+    return cell(text, field="strongest", value=top.name, extra={"excess": top.value, "lo": top.lo, "hi": top.hi})
+
+
+def _beta_cell(r: SummaryRow) -> Markup:
+    text = ("none" if r.beta_reason else DASH) if r.beta_value is None else \
+        ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value)
+    return cell(text, field="beta_shape", value=r.beta_value, num=True, extra={"upper-bound": r.beta_upper_bound},
+                title=r.beta_reason)
+
+
+def _row(r: SummaryRow, p: PerturbationEstimates) -> Markup:
+    top = strongest_event(p)
+    effects = event_effects(p)
+    what = Markup("{}<br>{} {}").format(element("strong", r.id), element("code", r.node), element("span", r.op,
+                                                                                                  class_="ci"))
+    tds = [cell(what, field="id", value=r.id, extra={"node": r.node, "op": r.op}),
+           _pairs_cell(r, p), _strongest_cell(p),
+           *(_excess_cell(e, top is not None and e.key == top.key) for e in effects),
+           _beta_cell(r), cell(r.verdict, field="negative_control", value=r.passed)]
+    bad = r.passed is False or r.failures.count > 0 or p.counts.not_applied > 0
+    return element("tr", Markup("").join(tds), data_perturbation=r.id, id=perturbation_anchor(r.id),
+                   class_="bad" if bad else None)
+
+
+def _head() -> Markup:
+    first = [element("th", "perturbation, target, operator", rowspan=2),
+             element("th", Markup("pairs: {}, {}").format(term("effective"), term("no-op")), rowspan=2),
+             element("th", "moved most", rowspan=2),
+             element("th", Markup("{} over control [{}]").format(term("excess"), term("95% CI")), colspan=4,
+                     class_="group"),
+             element("th", term("beta_shape"), rowspan=2), element("th", term("negative control"), rowspan=2)]
+    second = [element("th", Markup("{} ({})").format(what, term(name))) for key, _, _ in EVENTS
+              for what, name in [EVENT_HEADS[key]]]
+    return element("thead", element("tr", Markup("").join(first)), element("tr", Markup("").join(second)))
+
+
+def glance_table(campaign: CampaignEstimates, rows: Sequence[SummaryRow]) -> Markup:
+    """The table, one row per perturbation of ``campaign`` (``rows``: its summary rows)."""
+    by_id: dict[str, Any] = {p.id: p for p in campaign.perturbations}
+    body = Markup("").join(_row(r, by_id[r.id]) for r in rows)
+    return element("table", _head(), element("tbody", body), id="summary", class_="glance")
