@@ -23,13 +23,13 @@ from .common import (
     SourceSpan,
     SpanFormat,
     input_mapping,
-    read_sources,
     summary_key,
     unflatten,
 )
 from .langfuse import LangfuseFormat
 from .openinference import OpenInferenceFormat, export_openinference, to_otlp, write_openinference
 from .otel import OtelFormat, flatten, response_usage
+from .read import read_sources
 from .registry import ImportFormatError, get_format, import_format, registered_formats, unregister_format
 from .values import (
     MAX_DEPTH,

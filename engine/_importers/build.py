@@ -17,7 +17,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from quiver._canonical import canonical_json, content_hash, to_jsonable
+from quiver._canonical import content_hash, to_jsonable
 from quiver._errors import QuiverError
 from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, Redactor, ToolStep, Trace, write_traces
 
@@ -29,11 +29,12 @@ from .common import (
     SourceSpan,
     SpanFormat,
     input_mapping,
-    read_sources,
     summary_key,
 )
 from .detect import AUTO, FAMILIES, check_file, choose_format, families
 from .frameworks import load_program_state
+from .groups import Draft, check_group_by, finish
+from .read import read_sources
 from .reconcile import Reconciliation, dedupe, fingerprint
 from .registry import get_format
 from .values import MAX_DEPTH, loads, too_deep
@@ -118,10 +119,11 @@ def import_traces(
         format: A registered format (:func:`~quiver._importers.registered_formats`):
             ``openinference`` (Arize Phoenix and other OpenInference
             instrumentations), ``otel-genai`` (OTel GenAI semantic conventions
-            ``gen_ai.*``; Vercel AI SDK ``ai.*`` spans), ``langfuse`` (trace exports
-            ``{trace, observations[]}``), or one registered with
-            :func:`~quiver._importers.import_format` or through the entry-point group
-            ``quiver.importers``.
+            ``gen_ai.*``; Vercel AI SDK ``ai.*``, OpenLLMetry and Langfuse SDK spans),
+            ``langfuse`` (trace exports ``{trace, observations[]}``), or one registered
+            with :func:`~quiver._importers.import_format` or through the entry-point
+            group ``quiver.importers``; or ``auto``: the built-in format most of the
+            files' spans are in (:mod:`quiver._importers.detect`).
         files_or_records: A file, a list of files (JSON, JSON Lines, ``.gz``), or
             records already parsed (span dicts, lists of them, exports).
         group_by: The same-input group key: None (the hash of the root span's input,
@@ -138,13 +140,16 @@ def import_traces(
 
     Returns:
         The traces, the problems (each with its location and span id) and the
-        counts of :meth:`ImportResult.summary`. Files that do not exist raise
-        :class:`~quiver.QuiverError`, an unknown format
-        :class:`~quiver._importers.ImportFormatError` (listing the registered ones);
+        counts of :meth:`ImportResult.summary`, with the reconciliation of the spans
+        read with the calls made (:attr:`ImportResult.reconciliation`). Files that do
+        not exist raise :class:`~quiver.QuiverError`, an unknown format
+        :class:`~quiver._importers.ImportFormatError` (listing the registered ones), a
+        file that a built-in format does not read (another format's spans, or no
+        known span shape) :class:`~quiver._importers.detect.SpanShapeError`;
         everything else is a problem and the import goes on with what can be read.
     """
     fmt = None if format == AUTO else get_format(format)
-    _check_group_by(group_by)
+    check_group_by(group_by)
     hints = {"dspy_program": load_program_state(dspy_program)} if dspy_program is not None else {}
     single = isinstance(files_or_records, (str, os.PathLike, Mapping))
     sources = [files_or_records] if single else list(files_or_records)
@@ -165,7 +170,7 @@ def import_traces(
     result.reconciliation.spans.update(s.source_kind for s in spans)
     drafts = [d for group in _by_trace(spans) if (d := _draft(fmt, group, namer, result, hints))]
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
-    result.traces = _finish(drafts, group_by, fmt, result.problems, result.reconciliation)
+    result.traces = finish(drafts, group_by, fmt, result.problems, result.reconciliation)
     return result
 
 
@@ -214,7 +219,7 @@ def _spans_of(fmt: SpanFormat, value: Any, where: str, problems: list[ImportProb
 
 
 def _draft(fmt: SpanFormat, spans: list[SourceSpan], namer: NodeNamer | None, result: ImportResult,
-           hints: Mapping[str, Any]) -> _Draft | None:
+           hints: Mapping[str, Any]) -> Draft | None:
     """One trace's draft; a trace whose spans the format fails to map is a problem and left out."""
     try:
         assembly = _Assembly(fmt, fmt.arrange(spans, hints, lambda s, what: _note(result, s, what)), namer, result)
@@ -239,15 +244,6 @@ def _note(result: ImportResult, span: SourceSpan, what: str) -> None:
 def _error_text(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
-
-
-def _check_group_by(group_by: str | None) -> None:
-    if group_by in (None, "input", "session", "trace"):
-        return
-    if isinstance(group_by, str) and re.fullmatch(r"(metadata|attribute|resource)\..+", group_by):
-        return
-    raise QuiverError(f"group_by must be input, session, trace, metadata.KEY, attribute.NAME or resource.KEY; "
-                      f"got {group_by!r}")
 
 
 def _namer(spec: str | NodeNamer | None, fmt: SpanFormat) -> NodeNamer | None:
@@ -311,17 +307,6 @@ def _roots(loose: dict[str, SourceSpan]) -> dict[str, str]:
         for span_id in path:
             root[span_id] = found
     return root
-
-
-@dataclass
-class _Draft:
-    fields: dict[str, Any]
-    root: SourceSpan
-    start_ns: int | None
-    first_index: int
-    quiver: dict[str, Any]
-    outcomes: list[tuple[SourceSpan, str]] = field(default_factory=list)
-    """What became of each span of the trace (see :class:`Reconciliation`)."""
 
 
 def _take_quiver(attrs: Attrs, note: Callable[[str], None]) -> dict[str, Any]:
@@ -451,7 +436,7 @@ class _Assembly:
             stack += sorted(children[id(span)], key=_sibling_key, reverse=True)
         return out
 
-    def draft(self) -> _Draft:
+    def draft(self) -> Draft:
         parent = self.parents()
         order = self.order(parent)
         starts = [s.start_ns for s in self.spans if s.start_ns is not None]
@@ -519,7 +504,7 @@ class _Assembly:
         return input_mapping(self.mapped[id(source)][0].input) if source is not None else {}
 
     def _draft(self, order: list[SourceSpan], parent: dict[int, SourceSpan | None], calls: list[NodeCall],
-               t0: int | None) -> _Draft:
+               t0: int | None) -> Draft:
         roots = [s for s in order if parent[id(s)] is None]
         root = self.trace_span or (roots[0] if roots else self.spans[0])
         extra, mapped, kept = self.fmt.trace_fields(root)
@@ -542,7 +527,7 @@ class _Assembly:
             "status": tq.get("status") or ("failed" if errors else "ok"),
             "error": tq.get("error") or (errors[0] if errors else None),
         }
-        return _Draft(fields, root, t0, min(s.index for s in self.spans), tq)
+        return Draft(fields, root, t0, min(s.index for s in self.spans), tq)
 
     def _import_note(self, root: SourceSpan) -> dict[str, Any]:
         note: dict[str, Any] = {"format": self.fmt.name,
@@ -605,77 +590,3 @@ def _apply_contract(mc: MappedCall, q: dict[str, Any], note: Callable[[str], Non
     except ValidationError as exc:
         note(f"quiver.* replay-contract attributes do not fit the trace format ({exc.errors()[0]['msg']}); "
              "the standard attributes were used")
-
-
-def _input_key(fields: dict[str, Any]) -> str:
-    """``in-`` and 16 hex digits of the inputs' hash; a trace without inputs is a group of its own."""
-    if not fields["inputs"]:
-        return str(fields["trace_id"])
-    return "in-" + content_hash(fields["inputs"])[7:23]
-
-
-def _group_value(group_by: str | None, draft: _Draft, fmt: SpanFormat, problems: list[ImportProblem]) -> str:
-    fields, root = draft.fields, draft.root
-    if group_by is None:
-        return str(draft.quiver.get("input_id") or _input_key(fields))
-    if group_by == "input":
-        return _input_key(fields)
-    if group_by == "trace":
-        return str(fields["trace_id"])
-    if group_by == "session":
-        value = fmt.session(root)
-    elif group_by.startswith("metadata."):
-        value = fmt.metadata(root, group_by[len("metadata."):])
-    elif group_by.startswith("resource."):
-        value = _resource(draft, group_by[len("resource."):])
-    else:
-        value = fmt.attribute(root, group_by[len("attribute."):])
-        if value in (None, ""):  # an attribute of the resource the spans came from
-            value = _resource(draft, group_by[len("attribute."):])
-    if value is None or value == "":
-        problems.append(ImportProblem(root.where, root.span_id, f"trace {fields['trace_id']} has no {group_by} "
-                                      "on its root span; grouped by the hash of its input instead"))
-        return _input_key(fields)
-    return value if isinstance(value, str) else canonical_json(value)
-
-
-def _resource(draft: _Draft, key: str) -> Any:
-    """A resource attribute of the trace (``service.name``): the root span's resource, else any span's."""
-    spans = [draft.root, *(s for s, _ in draft.outcomes)]
-    return next((s.resource[key] for s in spans if s.resource.get(key) not in (None, "")), None)
-
-
-def _finish(drafts: list[_Draft], group_by: str | None, fmt: SpanFormat,
-            problems: list[ImportProblem], counts: Reconciliation) -> list[Trace]:
-    """Traces in start order (ties in input order); repeats numbered by start time, ties by trace id."""
-    used_ids: Counter[str] = Counter()
-    rows: list[dict[str, Any]] = []
-    for draft in drafts:
-        fields = dict(draft.fields)
-        used_ids[fields["trace_id"]] += 1
-        if used_ids[fields["trace_id"]] > 1:
-            fields["trace_id"] = f"{fields['trace_id']}~{used_ids[fields['trace_id']]}"
-        renamed = _Draft(fields, draft.root, draft.start_ns, draft.first_index, draft.quiver, draft.outcomes)
-        fields["input_id"] = _group_value(group_by, renamed, fmt, problems)
-        repeat = draft.quiver.get("repeat") if group_by is None and "input_id" in draft.quiver else None
-        fields["repeat"] = repeat if isinstance(repeat, int) else None
-        rows.append(fields)
-    groups: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for draft, fields in zip(drafts, rows, strict=True):
-        groups[fields["input_id"]].append((draft.start_ns is None, draft.start_ns or 0, fields["trace_id"]))
-    rank = {key[2]: i for members in groups.values() for i, key in enumerate(sorted(members))}
-    traces: list[Trace] = []
-    for draft, fields in zip(drafts, rows, strict=True):
-        if fields["repeat"] is None:
-            fields["repeat"] = rank[fields["trace_id"]]
-        try:
-            traces.append(Trace(**fields))
-        except ValidationError as exc:
-            problems.append(ImportProblem(draft.root.where, draft.root.span_id,
-                                          f"trace {fields['trace_id']} does not fit the trace format "
-                                          f"({exc.errors()[0]['msg']}); left out"))
-            counts.drop([s for s, _ in draft.outcomes], "in a trace that does not fit the trace format")
-            continue
-        for span, outcome in draft.outcomes:
-            counts.count(span, outcome)
-    return traces

@@ -49,12 +49,12 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from quiver._canonical import canonical_json, content_hash, to_jsonable
+from quiver._canonical import content_hash, to_jsonable
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
 from .registry import import_format
-from .reply import compared_reply, reply_of, without_volatile
+from .reply import compared_reply, reply_of, unread_reply, without_volatile
 from .values import documents, normalise_messages, parse_json, render_messages, to_ns
 
 __all__ = ["LangfuseFormat"]
@@ -187,9 +187,7 @@ class LangfuseFormat(SpanFormat):
             if isinstance(details, Mapping) else {}
         reply = reply_of(output) if output is not None else None
         if reply is None:
-            if output is not None or usage:
-                content = "" if output is None else canonical_json(without_volatile(output))
-                mc.response = LLMResponse(content=content, usage=usage)
+            mc.response = unread_reply(output, usage, None)
             return output
         mc.response = LLMResponse(content=reply.text, usage={**reply.usage, **usage}, finish_reason=reply.finish_reason)
         return compared_reply(reply, output, attrs, ("output",))

@@ -66,7 +66,7 @@ from .common import NOTHING, Attrs, MappedCall, Note, SourceSpan, unflatten
 from .frameworks import arrange
 from .otel import OtelFormat, response_usage
 from .registry import import_format
-from .reply import Pairs, Reply, compared_reply, reply_of, reply_output, without_volatile
+from .reply import Pairs, Reply, compared_reply, reply_of, reply_output, unread_reply, without_volatile
 from .values import (
     NestedTooDeep,
     documents,
@@ -155,8 +155,7 @@ def _llm_reply(span: SourceSpan, attrs: Attrs, mc: MappedCall, out_messages: Pai
     raw_reason = attrs.get("llm.finish_reason")
     reason = str(raw_reason) if raw_reason not in (None, "") else reply.finish_reason if reply else None
     if reply is None:
-        if usage or reason:
-            mc.response = LLMResponse(content="", usage=usage, finish_reason=reason)
+        mc.response = unread_reply(output, usage, reason)
         return output
     mc.response = LLMResponse(content=reply.text, usage={**reply.usage, **usage}, finish_reason=reason)
     if span.absorbed or "quiver.call_id" in attrs:

@@ -59,7 +59,7 @@ from quiver._trace import CallError, LLMResponse, ModelInfo, PromptInfo, ToolSte
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
 from .genai import OUTPUT_KEYS, event_value, genai_kind, legacy_messages, vercel_reply, without_model
 from .registry import import_format
-from .reply import Pairs, Reply, compared_reply, reply_of, usage_of, without_volatile
+from .reply import Pairs, Reply, compared_reply, reply_of, unread_reply, usage_of, without_volatile
 from .values import normalise_messages, parse_json, render_messages, to_ns
 
 __all__ = ["OtelFormat", "flatten", "response_usage"]
@@ -370,8 +370,7 @@ class OtelFormat(SpanFormat):
         reason = reasons[0] if isinstance(reasons, list) and reasons else reasons
         reason = str(reason) if reason not in (None, "", []) else reply.finish_reason if reply else None
         if reply is None:
-            if usage or reason:
-                mc.response = LLMResponse(content="", usage=usage, finish_reason=reason)
+            mc.response = unread_reply(output, usage, reason)
             return output
         mc.response = LLMResponse(content=reply.text, finish_reason=reason, usage={**reply.usage, **usage})
         return compared_reply(reply, output, attrs, OUTPUT_KEYS)

@@ -34,12 +34,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quiver._canonical import to_jsonable
+from quiver._canonical import canonical_json, to_jsonable
+from quiver._trace import LLMResponse
 
 from .common import NOTHING, Attrs
 from .values import messages_text, normalise_messages, parse_json, to_ns
 
-__all__ = ["Reply", "reply_of", "reply_output", "compared_reply", "without_volatile", "usage_of", "Pairs"]
+__all__ = ["Reply", "reply_of", "reply_output", "compared_reply", "unread_reply", "without_volatile", "usage_of",
+           "Pairs"]
 
 Pairs = list[tuple[str, list[dict[str, Any]]]]
 
@@ -51,7 +53,8 @@ _USAGE_NAMES = {
     "candidatesTokenCount": "completion_tokens", "completionTokens": "completion_tokens",
     "outputTokens": "completion_tokens", "output": "completion_tokens",
     "total_tokens": "total_tokens", "totalTokenCount": "total_tokens", "totalTokens": "total_tokens",
-    "total": "total_tokens",
+    "total": "total_tokens", "prompt_token_count": "prompt_tokens", "candidates_token_count": "completion_tokens",
+    "total_token_count": "total_tokens",
 }
 
 
@@ -152,6 +155,13 @@ def _gemini(value: Mapping[str, Any]) -> Reply | None:
     if isinstance(value.get("parts"), list) and value.get("role", "model") in _ASSISTANT:
         parts = _blocks(value["parts"])
         return Reply([("assistant", parts)]) if parts is not None else None
+    content = value.get("content")
+    if isinstance(content, Mapping) and isinstance(content.get("parts"), list):  # Google ADK's LlmResponse
+        parts = _blocks(content["parts"])
+        if parts is None:
+            return None
+        return Reply([("assistant", parts)], _reason(value.get("finish_reason", value.get("finishReason"))),
+                     usage_of(value.get("usage_metadata", value.get("usageMetadata"))))
     return None
 
 
@@ -244,6 +254,17 @@ def reply_output(reply: Reply) -> Any:
     if all(p.get("type") == "text" for p in parts):
         return without_volatile(parse_json(reply.text))
     return [{"role": role, "parts": [without_volatile(p) for p in parts]}]
+
+
+def unread_reply(output: Any, usage: dict[str, int], reason: str | None) -> LLMResponse | None:
+    """The response of an LLM call whose output holds no reply this module reads: the output itself as
+    text (a structured object a model was asked for), with the usage and finish reason; None when the
+    call has none of these."""
+    if output is NOTHING or output is None:
+        return LLMResponse(content="", usage=usage, finish_reason=reason) if usage or reason else None
+    clean = without_volatile(output)
+    return LLMResponse(content=clean if isinstance(clean, str) else canonical_json(clean), usage=usage,
+                       finish_reason=reason)
 
 
 def compared_reply(reply: Reply, written: Any, attrs: Attrs, keys: Iterable[str]) -> Any:

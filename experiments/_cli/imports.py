@@ -33,24 +33,32 @@ def add_parser(sub: Any) -> None:
             "Read spans exported by an observability tool and write them as a v1 trace corpus: "
             "one span or observation, one node call; parents from the parent ids, occurrences by "
             "start time, models, prompts, retrieval sets and tool steps into the replay-contract "
-            "fields. Attributes that cannot be mapped are kept in each call's tags. Prints what "
-            "was mapped and what was not, and every problem (truncated JSON, duplicated span ids, "
-            "missing parents) with its location and span id; exit 1 when there were problems. Secrets and "
+            "fields; an LLM call's output is its reply. Files: OTLP/JSON or OTLP protobuf, the OTel SDK's "
+            "span.to_json() objects (console or file exporter: one after another, an array or JSON Lines), "
+            "OTel JS spans, Phoenix exports, Langfuse exports; a span written when it starts and again when it "
+            "ends is one span. Attributes that cannot be mapped are kept in each call's tags. Prints what "
+            "was mapped and what was not, a reconciliation line (the spans by kind and what each became), "
+            "and every problem (truncated JSON, duplicated span ids, missing parents) with its location and "
+            "span id; exit 1 when there were problems. A file in another format than the one named, or of no "
+            "known span shape, is refused in one line (exit 2). Secrets and "
             "e-mail addresses in the spans are removed before anything is written (--redact)."
         ),
     )
     imp.add_argument(
         "format", choices=LazyChoices(_formats), metavar="FORMAT",
-        help="a registered format (%(choices)s): openinference for Arize Phoenix, otel-genai for gen_ai.* "
-             "and Vercel AI SDK ai.* spans, langfuse for {trace, observations[]} exports; others plug in through "
-             "the quiver.importers entry points",
+        help="a registered format (%(choices)s): openinference for OpenInference instrumentations and Arize "
+             "Phoenix, otel-genai for gen_ai.*, Vercel AI SDK ai.*, OpenLLMetry and Langfuse SDK spans, langfuse "
+             "for {trace, observations[]} exports, auto for the one the files' spans are in; others plug in "
+             "through the quiver.importers entry points",
     )
-    imp.add_argument("files", type=Path, nargs="+", help="span files: JSON or JSON Lines (.gz accepted)")
+    imp.add_argument("files", type=Path, nargs="+",
+                     help="span files: JSON, JSON Lines, concatenated JSON objects or OTLP protobuf (.gz accepted)")
     imp.add_argument("--out", type=Path, required=True, help="the trace corpus to write (JSONL)")
     imp.add_argument(
         "--group-by", metavar="KEY",
         help="same-input group key: input (the default: a hash of the root span's input), session, "
-             "trace (one group per trace), metadata.KEY or attribute.NAME of the root span",
+             "trace (one group per trace), metadata.KEY or attribute.NAME of the root span, or resource.KEY "
+             "of the resource the spans came from (resource.service.name)",
     )
     imp.add_argument(
         "--node-name", metavar="HOW",

@@ -323,30 +323,35 @@ def _anthropic_reply(sim_url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def anthropic_adapter(sim_url: str) -> Iterator[str]:
-    """A loopback server answering ``POST /v1/messages`` from the simulator."""
+def loopback(answer: Callable[[str, bytes, Any], bytes]) -> Iterator[str]:
+    """A loopback HTTP server whose every request is answered by ``answer(path, body, headers)`` (JSON)."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            out = json.dumps(_anthropic_reply(sim_url, body)).encode()
+            out = answer(self.path, self.rfile.read(int(self.headers.get("Content-Length") or 0)), self.headers)
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(out)))
             self.end_headers()
             self.wfile.write(out)
 
+        do_GET = do_POST  # noqa: N815
+
         def log_message(self, *args: Any) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def anthropic_adapter(sim_url: str) -> Any:
+    """A loopback server answering ``POST /v1/messages`` from the simulator."""
+    return loopback(lambda path, body, headers: json.dumps(_anthropic_reply(sim_url, json.loads(body))).encode())
 
 
 def anthropic_program(url: str) -> None:
@@ -371,35 +376,16 @@ def anthropic_program(url: str) -> None:
 
 @contextmanager
 def otlp_receiver() -> Iterator[tuple[str, list[bytes]]]:
-    """A loopback OTLP/HTTP receiver keeping every request body."""
+    """A loopback OTLP/HTTP receiver keeping every ``/v1/traces`` request body."""
     bodies: list[bytes] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            if self.path.endswith("/v1/traces"):
-                bodies.append(body)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+    def keep(path: str, body: bytes, headers: Any) -> bytes:
+        if path.endswith("/v1/traces"):
+            bodies.append(gzip.decompress(body) if headers.get("Content-Encoding") == "gzip" else body)
+        return b"{}"
 
-        def do_GET(self) -> None:  # noqa: N802
-            self.do_POST()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback(keep) as url:
+        yield url, bodies
 
 
 def langfuse_fixtures(sim_url: str, out: Path) -> None:
