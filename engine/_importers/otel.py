@@ -172,7 +172,8 @@ class OtelFormat(SpanFormat):
         ctx = ctx if isinstance(ctx, Mapping) else {}
         parent_ctx = rec.get("parentSpanContext") or {}
         attributes = _kv(rec.get("attributes"))
-        attributes.update({k[len("attributes."):]: v for k, v in rec.items() if k.startswith("attributes.")})
+        # Phoenix's span dataframe: one column per attribute, lists of messages and documents unflattened
+        attributes.update(flatten({k[len("attributes."):]: v for k, v in rec.items() if k.startswith("attributes.")}))
         if rec.get("span_kind") and "openinference.span.kind" not in attributes:
             attributes["openinference.span.kind"] = rec["span_kind"]
         envelope, error = self._envelope(rec, otlp)

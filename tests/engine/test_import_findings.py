@@ -19,6 +19,7 @@ from fuzzing import run_cli
 
 import quiver
 from quiver import load_traces
+from quiver._importers import to_ns
 
 TESTS = Path(__file__).resolve().parents[1]
 SPANS = TESTS / "data" / "spans"
@@ -84,6 +85,40 @@ def test_a_langgraph_trace_written_at_start_and_at_end_imports_as_written_once(t
     assert both.problems == [] and both.reconciliation.merged == len(ends)
     assert [[(c.node, c.kind, c.output) for c in t.calls] for t in both.traces] == \
         [[(c.node, c.kind, c.output) for c in t.calls] for t in once.traces]
+
+
+def _phoenix_records(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Spans as Phoenix's ``get_spans_dataframe()`` holds them, written with ``to_json(orient="records")``:
+    a column per attribute (``attributes.llm.input_messages`` a list of ``message.*`` records), times in ms."""
+    out = []
+    for span in spans:
+        nested: dict[str, Any] = {}
+        for key, value in span["attributes"].items():
+            head, _, rest = key.partition("_messages.")
+            if rest:  # llm.input_messages.0.message.role -> attributes.llm.input_messages[0]["message.role"]
+                index, _, field = rest.partition(".")
+                rows = nested.setdefault(f"attributes.{head}_messages", [])
+                rows += [{} for _ in range(int(index) + 1 - len(rows))]
+                rows[int(index)][field] = value
+            elif key != "openinference.span.kind":
+                nested[f"attributes.{key}"] = value
+        out.append({"name": span["name"], "span_kind": span["attributes"]["openinference.span.kind"],
+                    "parent_id": span["parent_id"], "context.span_id": span["context"]["span_id"][2:],
+                    "context.trace_id": span["context"]["trace_id"][2:], "status_code": "OK",
+                    "start_time": to_ns(span["start_time"]) // 1_000_000,
+                    "end_time": to_ns(span["end_time"]) // 1_000_000, **nested})
+    return out
+
+
+def test_a_phoenix_span_dataframe_export_imports_as_the_spans_do(tmp_path: Path) -> None:
+    spans = _spans(JSONL)
+    path = tmp_path / "phoenix.json"
+    path.write_text(json.dumps(_phoenix_records(spans)), encoding="utf-8")
+    result, traces = _import("openinference", path, tmp_path)
+    assert result.code == 0, result.stderr
+    direct = quiver.import_traces("openinference", JSONL).traces
+    assert [(c.node, c.kind, c.output, c.prompt, c.response) for t in traces for c in t.calls] == \
+        [(c.node, c.kind, c.output, c.prompt, c.response) for t in direct for c in t.calls]
 
 
 # --------------------------------------------------------------------------- refusals

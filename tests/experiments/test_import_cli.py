@@ -42,6 +42,10 @@ def test_langfuse_exports_import_into_a_valid_corpus(tmp_path: Path) -> None:
     data = json.loads(summary.read_text())
     assert data["spans_read"] == data["calls"] == observations and data["problems"] == []
     assert data["attributes"]["mapped"]["type"] == observations
+    rec = data["reconciliation"]  # every observation counted by kind, and what it became
+    assert sum(rec["spans"].values()) == rec["records"] == observations and rec["dropped"] == {}
+    assert sum(rec["calls"].values()) == observations and rec["calls"]["llm"] == rec["spans"]["llm"]
+    assert f"reconciliation: {rec['spans']['llm']} LLM -> {rec['spans']['llm']} llm call(s);" in proc.stdout
     assert run("validate", str(out)).returncode == 0
     assert len(quiver.load_traces(out).traces) == len(files)
 
