@@ -43,6 +43,7 @@ from quiver.perturbations._operators import (
     TextEdit,
     logprob_alternatives,
 )
+from quiver.perturbations._prompts import MessageSelector, MessageSwap
 from quiver.perturbations._registry import (
     ANY_VALUE,
     ExecutionChange,
@@ -63,6 +64,8 @@ from quiver.perturbations._registry import (
 from quiver.perturbations._templates import TemplateRef, resolve_template_ref
 
 __all__ = [
+    "MessageSelector",
+    "MessageSwap",
     "OperatorError",
     "ExecutionChange",
     "OperatorContext",

@@ -199,6 +199,9 @@ class ExecutionChange:
 
     templates: dict[str, TemplateRef] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
+    messages: tuple[Any, ...] = ()
+    """Inline prompt swaps (:class:`~quiver.perturbations.MessageSwap`): a message of the
+    target's requests selected and replaced, for prompts written inline in SDK calls."""
 
 
 @dataclass

@@ -40,6 +40,7 @@ from quiver._yamlspec import load_yaml_with_lines
 from quiver.experiments._config import CampaignSpec, PerturbationSpec, simulator_models
 from quiver.perturbations import (
     ANY_VALUE,
+    MessageSelector,
     Operator,
     OperatorContext,
     OperatorError,
@@ -365,6 +366,8 @@ def _check_lands(p: PerturbationSpec, i: int, traces: Sequence[Trace], spot: _Sp
         problem, key = None, None
         if p.op == "prompt_swap" and isinstance(step.get("template"), str):
             problem, key = _unrendered(step["template"], p, calls), "template"
+        elif p.op == "prompt_swap" and isinstance(step.get("message"), dict):
+            problem, key = _unselected(step["message"], p, calls), "message"
         elif p.op == "categorical_flip" and "to" in step and not step.get("allow_unseen"):
             problem, key = _unseen(step["to"], step.get("field"), p, calls), "to"
         elif p.op == "param_change":
@@ -387,6 +390,28 @@ def _unrendered(template: str, p: PerturbationSpec, calls: list[tuple[Trace, Nod
     why = ("its calls send raw messages (register the prompt with quiver.template, or format it with a "
            "ChatPromptTemplate in an instrumented graph, to swap it)" if prompts else "it recorded no LLM call")
     return f"params.template {template!r} cannot land: {_label(p)} renders no registered template: {why}"
+
+
+def _unselected(message: dict[str, Any], p: PerturbationSpec, calls: list[tuple[Trace, NodeCall]]) -> str | None:
+    """Why an inline ``params.message`` selects no message of the target's recorded
+    requests, or more than one of one request (None when it selects one)."""
+    try:
+        selector = MessageSelector.parse(message)
+    except OperatorError as exc:
+        return str(exc)
+    prompts = [c.prompt for t, call in calls for c in _with_inner(t, call)
+               if c.prompt is not None and (c.model is not None or c.response is not None)]
+    if not prompts:
+        return f"params.message cannot land: {_label(p)} recorded no LLM request"
+    counts = [len(selector.matches([(m.role, m.content) for m in q.assembled], q.fragments)) for q in prompts]
+    if max(counts) > 1:
+        return (f"params.message selects {max(counts)} messages of one recorded request of {_label(p)} "
+                f"({selector.describe()}); a swap replaces one: narrow the selector")
+    if 1 not in counts:
+        roles = ", ".join(dict.fromkeys(m.role for q in prompts for m in q.assembled))
+        return (f"params.message ({selector.describe()}) matches no message of the recorded requests of {_label(p)}, "
+                f"so the swap would not land; their messages' roles are {roles or 'none'}")
+    return None
 
 
 def _unseen(to: Any, field: Any, p: PerturbationSpec, calls: list[tuple[Trace, NodeCall]]) -> str | None:

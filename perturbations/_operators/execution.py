@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from quiver.perturbations._prompts import MessageSelector, MessageSwap
 from quiver.perturbations._registry import (
     ExecutionChange,
     Magnitude,
@@ -34,7 +35,7 @@ __all__ = ["PromptSwap", "ParamChange"]
 class PromptSwapParams(OperatorParams):
     """Parameters of ``prompt_swap``."""
 
-    omitted_when_none = ("level",)
+    omitted_when_none = ("level", "message", "text")
 
     variant: str | None = None
     """The replacement: a registered template id (dots allowed), or a template file (a
@@ -48,6 +49,13 @@ class PromptSwapParams(OperatorParams):
     whose strength is the level."""
     template: str | None = None
     """The template id to replace (default: the one the recorded call used)."""
+    message: dict[str, Any] | None = None
+    """An inline prompt to replace instead of a template: the message of the target's
+    requests to swap, by ``{role: system, index: 0}``, ``{fragment: HASH_PREFIX}`` (a
+    recorded fragment hash) or ``{contains: TEXT}`` (a text in exactly one message). The
+    replacement is ``text``, or the whole text of the ``variant`` file."""
+    text: str | None = None
+    """The replacing text of an inline ``message`` (instead of a ``variant`` file)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -60,6 +68,10 @@ class PromptSwapParams(OperatorParams):
 
     @model_validator(mode="after")
     def _one_variant(self) -> PromptSwapParams:
+        if self.message is not None:
+            return self._inline()
+        if self.text is not None:
+            raise ValueError("'text' replaces an inline 'message'; give 'message' to say which, or a 'variant'")
         if self.level is not None:
             return self._leveled()
         if (self.variant is None) == (self.variants is None):
@@ -73,6 +85,23 @@ class PromptSwapParams(OperatorParams):
         if not self.variant or not self.variant.strip():
             raise ValueError("'variant' must be a non-empty template id or file path")
         return self
+
+    def _inline(self) -> PromptSwapParams:
+        try:
+            MessageSelector.parse(self.message or {})
+        except OperatorError as exc:
+            raise ValueError(str(exc)) from None
+        if self.template is not None:
+            raise ValueError("give either 'template' (a registered template to replace) or 'message' (an inline one)")
+        if (self.text is None) == (self.variant is None and self.variants is None):
+            raise ValueError("an inline 'message' is replaced by 'text' or by a 'variant' file: give one of them")
+        if self.variants is not None and self.level is None:
+            raise ValueError("expand 'variants' first (expand_variants), or give 'level'")
+        return self
+
+    def selector(self) -> MessageSelector | None:
+        """The inline message this swap replaces, if it replaces one."""
+        return MessageSelector.parse(self.message) if self.message is not None else None
 
     def _leveled(self) -> PromptSwapParams:
         if self.variants is None or self.variant is not None:
@@ -137,15 +166,29 @@ class PromptSwap(Operator):
         Raises:
             OperatorError: No template to replace, or a variant file that does not exist.
         """
+        selector = self.params.selector()
+        if selector is not None:
+            return ExecutionChange(messages=(MessageSwap(selector, self._text(ctx)),))
         template = self.params.template or ctx.prompt_template
         if not template:
             raise OperatorError(
                 f"operator '{self.name}': the recorded call of node '{ctx.node}' used no registered "
                 "template (its prompt has no template_id); give the template id to replace in "
-                "params.template"
+                "params.template, or select the inline message to replace in params.message "
+                "({role: system, index: 0}, {contains: TEXT} or {fragment: HASH})"
             )
         variant = self.params.applied_variant()
         return ExecutionChange(templates={template: self._resolve(variant, ctx)}, params={})
+
+    def _text(self, ctx: OperatorContext) -> str:
+        """The replacing text of an inline message: ``text``, or the variant file's text."""
+        if self.params.text is not None:
+            return self.params.text
+        ref = self._resolve(self.params.applied_variant(), ctx)
+        if ref.path is None:
+            raise OperatorError(f"operator '{self.name}': an inline message is replaced by a file's text or by "
+                                f"params.text; {ref.ref!r} is not a file")
+        return ref.path.read_text(encoding="utf-8").strip()
 
     def _resolve(self, variant: str, ctx: OperatorContext) -> TemplateRef:
         try:

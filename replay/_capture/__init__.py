@@ -39,10 +39,12 @@ from typing import TYPE_CHECKING
 from quiver.replay._instrument import on_recording
 
 if TYPE_CHECKING:  # loaded on first use (they read traces or load the client; a pipeline needs neither)
+    from .http_steps import HTTP_TOOLS_TAG, http_tools, http_tools_setting
     from .unseen import unseen_llm_calls, unseen_llm_nodes, unseen_llm_warning
     from .wire import merge_unaccounted, stray_requests, unaccounted_json, unaccounted_lines
 
-__all__ = ["install", "installed_hooks", "capture_stats", "unseen_llm_calls", "unseen_llm_nodes",
+__all__ = ["install", "installed_hooks", "capture_stats", "http_tools", "http_tools_setting", "HTTP_TOOLS_TAG",
+            "unseen_llm_calls", "unseen_llm_nodes",
            "unseen_llm_warning", "merge_unaccounted", "stray_requests", "unaccounted_json", "unaccounted_lines"]
 
 _installed: list[str] = []
@@ -75,6 +77,10 @@ def __getattr__(name: str) -> object:
         from . import unseen
 
         return getattr(unseen, name)
+    if name in ("HTTP_TOOLS_TAG", "http_tools", "http_tools_setting"):
+        from . import http_steps as module
+
+        return getattr(module, name)
     if name in ("merge_unaccounted", "stray_requests", "unaccounted_json", "unaccounted_lines"):
         from . import wire
 

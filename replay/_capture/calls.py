@@ -1,50 +1,55 @@
-"""One chat completion seen on a hooked transport, recorded with the replay contract.
+"""One LLM call seen on a hooked transport, recorded with the replay contract.
 
-A transport hook hands every request it sees to :meth:`CapturedChat.begin`. Inside a
-recorded or replayed trace, with capture on for the current call, a ``POST`` to a URL
-whose path ends in ``/chat/completions`` with a JSON body naming a model and messages
-becomes a :class:`CapturedChat`: the same :class:`~quiver.replay._llm.PendingChat` an
+A transport hook hands every request it sees to :meth:`CapturedCall.begin`. Inside a
+recorded or replayed trace, with capture on for the current call, a ``POST`` whose URL
+path is a prompt-and-answer API's (:data:`quiver._wire.FORMATS`: chat completions, the
+Responses API, Anthropic's Messages API) with a body that format reads becomes a
+:class:`CapturedCall`: the same :class:`~quiver.replay._llm.PendingChat` an
 ``LLMClient`` call opens (on the current ``llm`` call when it holds no LLM call yet,
-else on a child ``llm`` call), so the record has the same shape. Anything else passes
-through untouched: outside a trace :meth:`begin` costs one context-variable read.
+else on a child ``llm`` call), so the record has the same shape whatever the format.
+Anything else passes through untouched: outside a trace :meth:`begin` costs one
+context-variable read.
 
-The request is rewritten before it goes out: a replay's ``param_change`` (model and
-sampling parameters, :func:`~quiver.replay.request_overrides`) is applied to the
-body, and the sample key goes in the ``X-Quiver-Sample-Key`` header. When the replay
-serves the call from the recording, no request is made: :meth:`served_body` is the
-chat completion the hook answers with.
+The request is rewritten before it goes out, in the format's own fields: a replay's
+``param_change`` (:func:`~quiver.replay.request_overrides`) and an inline prompt swap
+(:func:`~quiver.replay._llm.message_swaps`), and the sample key goes in the
+``X-Quiver-Sample-Key`` header. When the replay serves the call from the recording (or
+the run's response cache answers it) no request is made: :meth:`served` is the body, or
+the server-sent events of a streamed request, that the hook answers with. A streamed
+answer sent live reaches the caller as it comes and is recorded once it ends
+(:meth:`finish_stream`), with the timing of its events.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import urllib.parse
+import weakref
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from quiver._canonical import content_hash
 from quiver._errors import InstrumentationError, LLMRequestError, LLMUnavailable
 from quiver._trace import Message, PromptInfo
-from quiver.replay._instrument import capture_enabled, current_builder, current_call
+from quiver._wire import CHAT, RESPONSES, Answer, StreamAssembler, WireFormat, WireRequest, encode_sse, format_for
+from quiver.replay._instrument import TraceBuilder, capture_enabled, current_builder, current_call
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 from quiver.replay._llm import (
     PARAM_NAMES,
+    ChatResult,
     PendingChat,
     current_cache,
     current_overrides,
     endpoints,
     in_engine_request,
     is_connection_failure,
+    message_swaps,
     origin_of,
 )
 
-__all__ = ["CapturedChat", "CaptureCounter", "counter", "is_chat_request", "wants_capture"]
-
-_PATH_SUFFIX = "/chat/completions"
-TOOL_CALLS_TAG = "tool_calls"
-"""The tag a captured call keeps its response's tool calls in (the trace's response
-holds the text), so that a served answer gives them back."""
+__all__ = ["CapturedCall", "CapturedChat", "CaptureCounter", "Served", "counter", "wants_capture", "rewritten"]
 
 
 class CaptureCounter:
@@ -58,160 +63,160 @@ class CaptureCounter:
 
 counter = CaptureCounter()
 
+_served_ids: weakref.WeakKeyDictionary[TraceBuilder, set[str]] = weakref.WeakKeyDictionary()
+"""Response ids a trace's replay served from the recording: the endpoint never made them."""
+
 
 def wants_capture() -> bool:
-    """Whether a chat completion sent now would be captured (inside a trace, capture on
-    for the current call, not one of the engine's own requests)."""
+    """Whether an LLM request sent now would be captured (inside a trace, capture on for
+    the current call, not one of the engine's own requests)."""
     return current_builder.get() is not None and capture_enabled.get() and not in_engine_request()
 
 
-def is_chat_request(method: str, url: str) -> bool:
-    """A ``POST`` to an OpenAI-compatible chat completions URL."""
-    if method.upper() != "POST":
-        return False
-    path = urllib.parse.urlsplit(url).path.rstrip("/")
-    return path.endswith(_PATH_SUFFIX)
+@dataclass(frozen=True)
+class Served:
+    """An answer made without a request: the body's pieces and its content type."""
+
+    chunks: list[bytes]
+    stream: bool
+
+    @property
+    def content_type(self) -> str:
+        return "text/event-stream" if self.stream else "application/json"
 
 
-def _text(content: Any) -> str:
-    """A message's content as text: a string as it is, the text parts of a list of
-    content parts joined, anything else (None for a tool-calling assistant message) empty."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
+def rewritten(fmt: WireFormat, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a replay's changes in force applied in ``fmt``'s own fields: request
+    overrides (``param_change``) and inline prompt swaps."""
+    overrides = {k: v for k, v in current_overrides().items() if k == "model" or k in PARAM_NAMES}
+    if overrides:
+        body = fmt.with_params(body, overrides)
+    for swap in message_swaps():
+        request = fmt.read_request(body)
+        index = swap.find(request.messages, [content_hash(p) for p in request.parts]) if request else None
+        if index is not None:
+            body = fmt.with_message(body, index, swap.text)
+    return body
 
 
-def _prompt(messages: list[Any]) -> PromptInfo:
+def _prompt(request: WireRequest) -> PromptInfo:
     """The prompt as the trace records it: each message's role and text, and one
-    fragment hash per message over the whole message as sent (tool calls, names and
-    content parts included, so that two requests that differ only there differ)."""
-    assembled = [Message(role=str(m.get("role", "")), content=_text(m.get("content"))) for m in messages]
-    return PromptInfo(assembled=assembled, fragments=[content_hash(m) for m in messages])
+    fragment hash per message over the piece of the body behind it (tool calls, names
+    and content parts included, so that two requests that differ only there differ)."""
+    return PromptInfo(assembled=[Message(role=r, content=t) for r, t in request.messages],
+                      fragments=[content_hash(p) for p in request.parts])
 
 
-def _with_overrides(body: dict[str, Any]) -> dict[str, Any]:
-    """The request body with a replay's request overrides applied (``param_change``)."""
-    overrides = current_overrides()
-    if not overrides:
-        return body
-    out = dict(body)
-    if overrides.get("model"):
-        out["model"] = overrides["model"]
-    for name, value in overrides.items():
-        if name not in PARAM_NAMES:
-            continue
-        if name == "max_tokens" and "max_completion_tokens" in out and "max_tokens" not in out:
-            out["max_completion_tokens"] = value  # the newer spelling the SDK may send
-        else:
-            out[name] = value
-    return out
+class CapturedCall:
+    """One captured LLM call: its contract record and the request to send."""
 
-
-class CapturedChat:
-    """One captured chat completion: its contract record and the request to send."""
-
-    def __init__(self, call: PendingChat, body: dict[str, Any], url: str) -> None:
+    def __init__(self, fmt: WireFormat, call: PendingChat, body: dict[str, Any], url: str, stream: bool) -> None:
+        self.fmt = fmt
         self.call = call
         self.body = body
         self.url = url
+        self.stream = stream
         self.origin = origin_of(url)
-        self._messages = body["messages"]
         self._prompt = call.prompt
 
     @classmethod
-    def begin(cls, method: str, url: str, read_body: Any) -> CapturedChat | None:
+    def begin(cls, method: str, url: str, read_body: Callable[[], bytes]) -> CapturedCall | None:
         """A captured call for this request, or None to let it pass untouched.
 
-        ``read_body`` returns the request body's bytes; it is called only for a chat
-        completion request inside a trace.
-
-        Raises:
-            InstrumentationError: A streaming request (``"stream": true``) inside a
-                trace: it cannot be recorded.
+        ``read_body`` returns the request body's bytes; it is called only for a request
+        of a known format inside a trace.
         """
-        if not wants_capture() or not is_chat_request(method, url):
+        if not wants_capture() or method.upper() != "POST":
+            return None
+        fmt = format_for(url)
+        if fmt is None:
             return None
         try:
             body = json.loads(read_body())
         except (ValueError, TypeError):
             return None
-        if not isinstance(body, dict) or not isinstance(body.get("model"), str) \
-                or not isinstance(body.get("messages"), list) \
-                or not all(isinstance(m, dict) for m in body["messages"]):
+        if not isinstance(body, dict) or fmt.read_request(body) is None:
             return None
-        if body.get("stream"):
-            record = current_call.get()
-            where = f"in call {record.call_path}" if record is not None else "in this trace"
-            raise InstrumentationError(
-                f"a streaming chat completion (\"stream\": true) to {url} {where} cannot be recorded: "
-                "send it without streaming (stream=False; streaming=False for LangChain), or mark its node "
-                "@quiver.node(..., capture=False) to send it unrecorded"
-            )
-        body = _with_overrides(body)
-        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        call = PendingChat.open(counter, body["model"], params, _prompt(body["messages"]), None, strict_json=False)
-        return cls(call, body, url)
+        body = rewritten(fmt, body)
+        request = fmt.read_request(body)
+        assert request is not None  # a rewrite keeps the fields the format reads
+        call = PendingChat.open(counter, request.model, request.params, _prompt(request), None, strict_json=False)
+        if call.record is not None and fmt is not CHAT:
+            call.record.tags["wire"] = {"format": fmt.name}
+        return cls(fmt, call, body, url, request.stream)
 
     # -- served from the recording -----------------------------------------------------
-    def served_body(self) -> bytes | None:
-        """The chat completion the recording answers with, or None to send the request.
+    def served(self) -> Served | None:
+        """The answer the recording (or the run's response cache) gives, or None to send
+        the request.
 
         Raises:
             EndpointDown: The request is to be sent, and its endpoint was declared down
                 (:mod:`quiver.replay._llm.health`): the call is closed as failed.
+            InstrumentationError: The request continues a Responses API chain whose
+                previous response the replay served from the recording.
         """
         result = self.call.served()
         if result is None:
             return self._cached()
+        answer = self._recorded_answer(result)
+        builder = current_builder.get()
+        if builder is not None and answer.id:
+            _served_ids.setdefault(builder, set()).add(answer.id)
+        return self._rendered(answer)
+
+    def _recorded_answer(self, result: ChatResult) -> Answer:
         record = self.call.record
+        tags = record.tags if record is not None else {}
+        held = tags.get("wire")
+        wire: dict[str, Any] = held if isinstance(held, dict) else {}
         response = record.response if record is not None else None
-        message: dict[str, Any] = {"role": "assistant", "content": result.content}
-        recorded = getattr(record.replay, "recorded", None) if record is not None else None
-        tool_calls = recorded.tags.get(TOOL_CALLS_TAG) if recorded is not None else None
-        if tool_calls:
-            message["tool_calls"] = tool_calls
-            if record is not None:
-                record.tags[TOOL_CALLS_TAG] = tool_calls
-            if not result.content:
-                message["content"] = None
-        completion: dict[str, Any] = {
-            "id": "chatcmpl-quiver-" + (self.call.sample_key or "served"),
-            "object": "chat.completion",
-            "created": 0,
-            "model": result.model or self.call.model,
-            "choices": [{
-                "index": 0, "message": message,
-                "finish_reason": response.finish_reason if response is not None else "stop",
-                "logprobs": {"content": result.logprobs} if result.logprobs is not None else None,
-            }],
-            "usage": result.usage,
-        }
-        if record is not None and record.tags.get("system_fingerprint"):
-            completion["system_fingerprint"] = record.tags["system_fingerprint"]
-        return json.dumps(completion).encode()
+        fingerprint = tags.get("system_fingerprint")
+        return Answer(
+            text=result.content, tool_calls=list(tags.get("tool_calls") or []),
+            finish_reason=response.finish_reason if response is not None else None, usage=result.usage,
+            logprobs=result.logprobs, model=result.model or self.call.model,
+            id=wire.get("id") or "chatcmpl-quiver-" + (self.call.sample_key or "served"),
+            extra={"system_fingerprint": fingerprint} if fingerprint else {},
+        )
 
-    def _cached(self) -> bytes | None:
+    def _rendered(self, answer: Answer) -> Served:
+        if self.stream:
+            return Served(encode_sse(self.fmt.render_events(answer, self.call.model, self.body)), True)
+        return Served([json.dumps(self.fmt.render(answer, self.call.model)).encode()], False)
+
+    def _cached(self) -> Served | None:
         """The run's response cache's answer to this very request and sample key, recorded
-        as the endpoint's (no request is made), or None to send it.
-
-        Raises:
-            EndpointDown: The request is to be sent, and its endpoint was declared down
-                (:mod:`quiver.replay._llm.health`): the call is closed as failed.
-        """
+        as the endpoint's (no request is made), or None to send it."""
         key = self._cache_key()
         hit = current_cache().get(key) if key is not None else None  # type: ignore[union-attr]
-        if hit is not None and self._record_answer(hit, attempts=0):
-            return json.dumps(hit).encode()
+        answer = self.fmt.read_answer(hit) if hit is not None else None
+        if answer is not None:
+            self._record(answer, attempts=0)
+            return self._rendered(answer)
+        self._check_chain()
         try:
             endpoints.check(self.origin)
         except LLMUnavailable as exc:
             self.fail(exc)
             raise
         return None
+
+    def _check_chain(self) -> None:
+        """Refuse to send a request that continues a response the endpoint never made."""
+        previous = self.body.get("previous_response_id") if self.fmt is RESPONSES else None
+        builder = current_builder.get()
+        if previous and builder is not None and previous in _served_ids.get(builder, ()):
+            record = current_call.get()
+            where = f"call {record.call_path}" if record is not None else "this trace"
+            exc = InstrumentationError(
+                f"{where} sends a Responses API request live that continues response {previous!r}, which the "
+                "replay served from the recording: the endpoint holds no such response; run the calls of the chain "
+                "live together (unfreeze the node that started it, or perturb it), or send the conversation as "
+                "input items instead of previous_response_id"
+            )
+            self.fail(exc)
+            raise exc
 
     def _cache_key(self) -> str | None:
         """The key of this request in the run's response cache (None: no cache in force,
@@ -223,51 +228,72 @@ class CapturedChat:
 
     # -- sent live ---------------------------------------------------------------------
     def request_body(self) -> bytes:
-        """The body to send: the caller's, with the overrides applied; under a resample
-        replay, with the recorded model, parameters or messages the replay asks for."""
-        messages = self._messages
-        if self.call.prompt is not self._prompt:  # the recorded messages (resend)
-            messages = [m.model_dump() for m in self.call.prompt.assembled]
-        body = {"model": self.call.model, **self.call.params, "messages": messages}
-        return json.dumps(body).encode()
+        """The body to send: the caller's, with the replay's changes applied; under a
+        resample replay, with the recorded model, parameters or (chat) messages."""
+        fmt = self.fmt
+        kept = {k: v for k, v in self.body.items() if k in fmt.prompt_keys or k in fmt.stream_keys}
+        if fmt is CHAT and self.call.prompt is not self._prompt:  # the recorded messages (resend)
+            kept["messages"] = [m.model_dump() for m in self.call.prompt.assembled]
+        return json.dumps({"model": self.call.model, **self.call.params, **kept}).encode()
 
     def headers(self) -> dict[str, str]:
-        """The headers to add: the sample key."""
-        return {SAMPLE_KEY_HEADER: self.call.sample_key} if self.call.sample_key else {}
+        """The headers to add: the sample key; a stream is asked for without compression."""
+        added = {SAMPLE_KEY_HEADER: self.call.sample_key} if self.call.sample_key else {}
+        return {**added, "Accept-Encoding": "identity"} if self.stream else added
 
     def finish(self, status: int, content: bytes) -> None:
-        """Record the endpoint's answer (an error status or a body that is not a chat
-        completion closes the call as failed; the caller's client reads it as usual)."""
-        endpoints.succeeded(self.origin)
-        if status >= 400:
-            error_type = LLMUnavailable if status == 429 or status >= 500 else LLMRequestError
-            self.fail(error_type(f"the endpoint answered HTTP {status} to the chat completion at {self.url}"))
+        """Record the endpoint's answer (an error status or a body the format does not
+        read closes the call as failed; the caller's client reads it as usual)."""
+        if not self._answered(status):
             return
         try:
             data = json.loads(content)
         except ValueError:
             data = None
-        if not self._record_answer(data, attempts=1):
-            self.fail(LLMUnavailable(f"the answer of {self.url} is not a chat completion: {content[:200]!r}"))
+        answer = self.fmt.read_answer(data)
+        if answer is None:
+            self.fail(LLMUnavailable(f"the answer of {self.url} is not a {self.fmt.api} response: {content[:200]!r}"))
             return
+        self._record(answer, attempts=1)
+        self._store(data)
+
+    def stream_assembler(self) -> StreamAssembler:
+        """What assembles the streamed answer as its events come."""
+        return self.fmt.assembler()
+
+    def finish_stream(self, status: int, assembler: StreamAssembler, timing: dict[str, Any]) -> None:
+        """Record a streamed answer once its stream ended (or was closed)."""
+        if not self._answered(status):
+            return
+        answer = assembler.answer()
+        if answer is None:
+            self.fail(LLMUnavailable(f"the stream of {self.url} held no {self.fmt.api} answer "
+                                     f"({assembler.events} event(s))"))
+            return
+        if self.call.record is not None:
+            self.call.record.tags["stream"] = timing
+        self._record(answer, attempts=1)
+        self._store(self.fmt.render(answer, self.call.model))
+
+    def _answered(self, status: int) -> bool:
+        endpoints.succeeded(self.origin)
+        if status < 400:
+            return True
+        error_type = LLMUnavailable if status == 429 or status >= 500 else LLMRequestError
+        self.fail(error_type(f"the endpoint answered HTTP {status} to the {self.fmt.api} request at {self.url}"))
+        return False
+
+    def _store(self, data: Any) -> None:
         key = self._cache_key()
-        if key is not None:
+        if key is not None and isinstance(data, dict):
             current_cache().put(key, data)  # type: ignore[union-attr]
 
-    def _record_answer(self, data: Any, *, attempts: int) -> bool:
-        """Record a chat completion as the call's answer (``attempts`` 0: the response
-        cache's); False, recording nothing, when ``data`` is not one."""
-        try:
-            choice = data["choices"][0]
-            if not isinstance(choice.get("message"), dict):
-                raise TypeError("no message")
-        except (TypeError, KeyError, IndexError, AttributeError):
-            return False
-        tool_calls = choice["message"].get("tool_calls")
-        if tool_calls and self.call.record is not None:
-            self.call.record.tags[TOOL_CALLS_TAG] = tool_calls
-        self.call.finish(data, attempts)
-        return True
+    def _record(self, answer: Answer, *, attempts: int) -> None:
+        """Record ``answer`` as the call's (``attempts`` 0: the response cache's)."""
+        record = self.call.record
+        if record is not None and self.fmt is not CHAT and answer.id:
+            record.tags["wire"] = {"format": self.fmt.name, "id": answer.id}
+        self.call.finish(answer, attempts)
 
     def fail(self, exc: BaseException) -> None:
         """Close the call as failed (the request raised, or was answered with an error);
@@ -277,3 +303,13 @@ class CapturedChat:
         with counter._lock:
             counter.stats["failed"] += 1
         self.call.fail(exc)
+
+    # -- the chat completions' interface of earlier hooks ---------------------------------
+    def served_body(self) -> bytes | None:
+        """The whole answer's bytes when there is one to give without a request."""
+        served = self.served()
+        return b"".join(served.chunks) if served is not None else None
+
+
+CapturedChat = CapturedCall
+"""The name the DSPy hook uses (its engine sends chat completions only)."""

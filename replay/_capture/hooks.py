@@ -9,6 +9,7 @@ import threading
 
 from .count_hooks import patch_aiohttp, patch_http_client
 from .dspy_hooks import patch_dspy
+from .http_steps import patch_requests
 from .httpx_hooks import patch_httpx_module
 
 __all__ = ["install_loaded"]
@@ -20,7 +21,8 @@ _done: set[str] = set()
 def install_loaded() -> list[str]:
     """Hook ``httpx`` and ``httpx2`` (imported here when installed: the ``openai`` SDK
     a pipeline imports later sends through them), the standard library's ``http.client``
-    (counted only), and DSPy's engine and ``aiohttp`` (counted only) when they are loaded
+    (counted only), and DSPy's engine, ``requests`` (HTTP tools) and ``aiohttp`` (counted
+    only) when they are loaded
     (importing them here would cost every recording their import time). Returns the
     libraries hooked by this call."""
     if len(_done) == _ALL:
@@ -40,6 +42,9 @@ def install_loaded() -> list[str]:
         if "dspy" not in _done and "dspy" in sys.modules and patch_dspy():
             _done.add("dspy")
             hooked.append("dspy")
+        if "requests" not in _done and "requests" in sys.modules and patch_requests(sys.modules["requests"]):
+            _done.add("requests")
+            hooked.append("requests")
         if "aiohttp" not in _done and "aiohttp" in sys.modules:
             patch_aiohttp(sys.modules["aiohttp"])
             _done.add("aiohttp")
@@ -47,5 +52,5 @@ def install_loaded() -> list[str]:
     return hooked
 
 
-_ALL = 5
-"""The libraries there are to hook: httpx, httpx2, http.client, dspy, aiohttp."""
+_ALL = 6
+"""The libraries there are to hook: httpx, httpx2, http.client, dspy, requests, aiohttp."""

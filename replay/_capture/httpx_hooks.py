@@ -1,51 +1,245 @@
 """The hook on ``httpx`` and ``httpx2``: ``Client.send`` and ``AsyncClient.send``.
 
 Every request of either library goes through ``send`` (``client.post`` and the
-``openai`` SDK's own request loop included; the SDK 3.x sends through ``httpx2``, or
-through a legacy ``httpx`` client it is given, as LiteLLM does), so one wrapper per
-class sees them all, whoever created the client. The wrapper asks
-:meth:`CapturedChat.begin` first and, when it declines, calls the original ``send``
-with the same arguments.
+``openai`` and ``anthropic`` SDKs' own request loops included; the SDKs send through
+``httpx2``, or through a legacy ``httpx`` client they are given, as LiteLLM does), so one
+wrapper per class sees them all, whoever created the client.
+
+What a wrapped ``send`` does is written once, as a generator (:func:`_exchange`) that
+yields the I/O it needs (send this request, read that response) and is driven by the
+synchronous and the asynchronous ``send`` alike (:func:`_drive`, :func:`_adrive`):
+
+* an LLM request of a known format (:class:`~quiver.replay._capture.calls.CapturedCall`)
+  is answered from the recording without a request, or sent rewritten and recorded; a
+  streamed answer reaches the caller as it comes, through a stream that assembles it
+  (:class:`_Tee`);
+* an embeddings request (:mod:`.embeds`) and an HTTP request the spec names as a tool
+  (:mod:`.http_tools`) are recorded as calls of their own, served while their dimension
+  is frozen;
+* anything else goes out as it came, counted on the trace's wire.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import time
+from collections.abc import Generator
 from types import ModuleType
 from typing import Any
 
+from quiver._wire import SSEParser
+
 from . import wire
-from .calls import CapturedChat
+from .calls import CapturedCall
+from .embeds import CapturedEmbedding
+from .http_steps import CapturedHTTP
 
 __all__ = ["patch_httpx_module"]
 
 _MARK = "__quiver_capture__"
 
-
-def _begin(request: Any) -> CapturedChat | None:
-    def read() -> bytes:
-        try:
-            return bytes(request.content)
-        except Exception:  # a streamed body (httpx.RequestNotRead): never a chat completion we build
-            return b""
-
-    return CapturedChat.begin(request.method, str(request.url), read)
+Exchange = Generator[tuple[str, Any], Any, Any]
+"""Yields ``("send", request)`` (answered with the response) or ``("read", response)``
+(answered once its body is read); returns the response for the caller."""
 
 
-def _rewritten(module: ModuleType, request: Any, captured: CapturedChat) -> Any:
-    headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-    headers += list(captured.headers().items())
-    return module.Request(
-        request.method, request.url, headers=headers, content=captured.request_body(),
-        extensions=request.extensions,
-    )
+def _read(request: Any) -> bytes:
+    try:
+        return bytes(request.content)
+    except Exception:  # a streamed body (httpx.RequestNotRead): never one we build
+        return b""
 
 
-def _served(module: ModuleType, request: Any, body: bytes) -> Any:
-    response = module.Response(200, headers={"content-type": "application/json"}, content=body, request=request)
+def _rewritten(module: ModuleType, request: Any, headers: dict[str, str], content: bytes) -> Any:
+    kept = [(k, v) for k, v in request.headers.multi_items()
+            if k.lower() != "content-length" and k.lower() not in {h.lower() for h in headers}]
+    return module.Request(request.method, request.url, headers=kept + list(headers.items()), content=content,
+                          extensions=request.extensions)
+
+
+def _response(module: ModuleType, request: Any, status: int, content_type: str, chunks: list[bytes],
+              stream: bool) -> Any:
+    """A response made here (served from a recording): a stream's events one chunk each."""
+    headers = {"content-type": content_type}
+    if stream:
+        response = module.Response(status, headers=headers, request=request, stream=_events(module, chunks))
+    else:
+        response = module.Response(status, headers=headers, content=b"".join(chunks), request=request)
     response.elapsed = datetime.timedelta(0)
     return response
+
+
+def _events(module: ModuleType, chunks: list[bytes]) -> Any:
+    class Events(module.SyncByteStream, module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __iter__(self) -> Any:
+            yield from chunks
+
+        async def __aiter__(self) -> Any:
+            for chunk in chunks:
+                yield chunk
+
+    return Events()
+
+
+def _exchange(module: ModuleType, request: Any) -> Exchange:
+    """What a hooked ``send`` does with ``request`` (see the module docstring)."""
+    method, url = request.method, str(request.url)
+    for kind in (CapturedCall, CapturedEmbedding, CapturedHTTP):
+        captured = kind.begin(method, url, lambda: _read(request))
+        if captured is not None:
+            break
+    else:
+        site = wire.begin(method, url)
+        with wire.counted(site):
+            return (yield ("send", request))
+    if isinstance(captured, CapturedCall):
+        return (yield from _call_exchange(captured, module, request))
+    return (yield from _child_exchange(captured, module, request))
+
+
+def _child_exchange(captured: CapturedEmbedding | CapturedHTTP, module: ModuleType, request: Any) -> Exchange:
+    """An embeddings or HTTP tool call's exchange: served, or sent and recorded."""
+    served = captured.served()
+    if served is not None:
+        return _response(module, request, served.status, served.content_type, [served.body], False)
+    site = wire.begin(request.method, str(request.url), captured.node)
+    try:
+        with wire.counted(site):
+            response = yield ("send", request)
+        yield ("read", response)
+    except BaseException as exc:
+        captured.fail(exc)
+        raise
+    captured.finish(response.status_code, response.headers.get("content-type"), response.content)
+    return response
+
+
+def _call_exchange(captured: CapturedCall, module: ModuleType, request: Any) -> Exchange:
+    """An LLM call's exchange: served, or sent rewritten and recorded."""
+    served = captured.served()
+    if served is not None:
+        return _response(module, request, 200, served.content_type, served.chunks, served.stream)
+    site = wire.begin(request.method, str(request.url), wire.node_of(captured))
+    try:
+        with wire.counted(site):
+            response = yield ("send", _rewritten(module, request, captured.headers(), captured.request_body()))
+        if captured.stream and response.status_code < 400 and not hasattr(response, "_content"):
+            response.stream = _Tee.around(module, response, captured)
+            return response
+        yield ("read", response)
+        if captured.stream and response.status_code < 400:  # read whole by the client's send
+            _Tee.around(module, response, captured).feed_all(response.content)
+            return response
+    except BaseException as exc:
+        captured.fail(exc)
+        raise
+    captured.finish(response.status_code, response.content)
+    return response
+
+
+
+class _Tee:
+    """A live answer's stream, passed on chunk by chunk and assembled as it goes; the
+    call is recorded when the stream ends or is closed."""
+
+    @staticmethod
+    def around(module: ModuleType, response: Any, captured: CapturedCall) -> Any:
+        inner = response.stream
+        status = response.status_code
+        parser, assembler = SSEParser(), captured.stream_assembler()
+        start = time.perf_counter()
+        timing: dict[str, Any] = {"chunks": 0}
+        done: list[bool] = []
+
+        def take(chunk: bytes) -> None:
+            if not timing["chunks"]:
+                timing["first_chunk_s"] = round(time.perf_counter() - start, 6)
+            timing["chunks"] += 1
+            for event, data in parser.feed(chunk):
+                assembler.feed(event, data)
+
+        def end(error: BaseException | None = None) -> None:
+            if done:
+                return
+            done.append(True)
+            if error is not None and assembler.answer() is None:
+                captured.fail(error)
+                return
+            for event, data in parser.close():
+                assembler.feed(event, data)
+            timing["events"] = assembler.events
+            timing["total_s"] = round(time.perf_counter() - start, 6)
+            captured.finish_stream(status, assembler, timing)
+
+        class Tee(module.SyncByteStream, module.AsyncByteStream):  # type: ignore[name-defined,misc]
+            def feed_all(self, content: bytes) -> None:
+                take(content)
+                end()
+
+            def __iter__(self) -> Any:
+                try:
+                    for chunk in inner:
+                        take(chunk)
+                        yield chunk
+                except BaseException as exc:
+                    end(exc)
+                    raise
+                end()
+
+            async def __aiter__(self) -> Any:
+                try:
+                    async for chunk in inner:
+                        take(chunk)
+                        yield chunk
+                except BaseException as exc:
+                    end(exc)
+                    raise
+                end()
+
+            def close(self) -> None:
+                try:
+                    inner.close()
+                finally:
+                    end()
+
+            async def aclose(self) -> None:
+                try:
+                    await inner.aclose()
+                finally:
+                    end()
+
+        return Tee()
+
+
+def _drive(gen: Exchange, send: Any) -> Any:
+    """Run an exchange with blocking I/O (``send``: the original ``Client.send``)."""
+    try:
+        step = next(gen)
+        while True:
+            try:
+                result = send(step[1]) if step[0] == "send" else step[1].read()
+            except BaseException as exc:
+                step = gen.throw(exc)
+            else:
+                step = gen.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _adrive(gen: Exchange, send: Any) -> Any:
+    """Run an exchange with awaited I/O (``send``: the original ``AsyncClient.send``)."""
+    try:
+        step = next(gen)
+        while True:
+            try:
+                result = await send(step[1]) if step[0] == "send" else await step[1].aread()
+            except BaseException as exc:
+                step = gen.throw(exc)
+            else:
+                step = gen.send(result)
+    except StopIteration as stop:
+        return stop.value
 
 
 def patch_httpx_module(module: ModuleType) -> bool:
@@ -58,49 +252,11 @@ def patch_httpx_module(module: ModuleType) -> bool:
 
     @functools.wraps(original_sync)
     def send(self: Any, request: Any, **kwargs: Any) -> Any:
-        captured = _begin(request)
-        if captured is None:
-            site = wire.begin(request.method, str(request.url))
-            if site is None:
-                return original_sync(self, request, **kwargs)
-            with wire.counted(site):
-                return original_sync(self, request, **kwargs)
-        body = captured.served_body()
-        if body is not None:
-            return _served(module, request, body)
-        site = wire.begin(request.method, str(request.url), wire.node_of(captured))
-        try:
-            with wire.counted(site):
-                response = original_sync(self, _rewritten(module, request, captured), **kwargs)
-            response.read()
-        except BaseException as exc:
-            captured.fail(exc)
-            raise
-        captured.finish(response.status_code, response.content)
-        return response
+        return _drive(_exchange(module, request), lambda r: original_sync(self, r, **kwargs))
 
     @functools.wraps(original_async)
     async def async_send(self: Any, request: Any, **kwargs: Any) -> Any:
-        captured = _begin(request)
-        if captured is None:
-            site = wire.begin(request.method, str(request.url))
-            if site is None:
-                return await original_async(self, request, **kwargs)
-            with wire.counted(site):
-                return await original_async(self, request, **kwargs)
-        body = captured.served_body()
-        if body is not None:
-            return _served(module, request, body)
-        site = wire.begin(request.method, str(request.url), wire.node_of(captured))
-        try:
-            with wire.counted(site):
-                response = await original_async(self, _rewritten(module, request, captured), **kwargs)
-            await response.aread()
-        except BaseException as exc:
-            captured.fail(exc)
-            raise
-        captured.finish(response.status_code, response.content)
-        return response
+        return await _adrive(_exchange(module, request), lambda r: original_async(self, r, **kwargs))
 
     setattr(send, _MARK, True)
     setattr(async_send, _MARK, True)

@@ -20,7 +20,9 @@ from .current import (
     engine_request_node,
     in_engine_request,
     llm,
+    message_swaps,
     request_overrides,
+    swapped_messages,
     use_llm,
     use_response_cache,
 )
@@ -58,6 +60,8 @@ __all__ = [
     "configure_llm",
     "llm",
     "request_overrides",
+    "message_swaps",
+    "swapped_messages",
     "use_llm",
     "use_response_cache",
 ]

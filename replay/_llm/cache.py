@@ -8,8 +8,10 @@ cached: its answer is not determined by the request alone.
 
 The cache is one SQLite file, ``cache.db`` in its folder (:class:`quiver._sqlite.KeyValueFile`:
 WAL journal, safe across threads and processes), one row per response: the key, and the
-chat completion as canonical JSON text (UTF-8), after the run's redactor. Reading a row
-back only ever parses JSON: a row that is not a chat completion in JSON (bytes, another
+endpoint's answer (a chat completion, a Responses API response, an Anthropic message or an
+embeddings list; a streamed answer as the body it assembles to) as canonical JSON text
+(UTF-8), after the run's redactor. Reading a row back only ever parses JSON: a row that is
+not such an answer in JSON (bytes, another
 JSON value, damaged text) is refused, counted in ``stats["unreadable"]`` with one
 warning per cache, and treated as a miss, so the call is sent again and the row
 overwritten.
@@ -32,6 +34,7 @@ from typing import Any
 from quiver._canonical import canonical_json
 from quiver._sqlite import KeyValueFile, Layout, StoreError
 from quiver._trace import Redactor
+from quiver._wire import EMBEDDINGS, FORMATS
 
 __all__ = ["ResponseCache", "ResponseCacheError"]
 
@@ -56,16 +59,18 @@ def _layout(folder: Path) -> Layout:
 
 
 def _completion(value: object) -> dict[str, Any] | None:
-    """A stored row's chat completion, or None when the row is not one in JSON text."""
+    """A stored row's answer (a chat completion, a response of the Responses API, an
+    Anthropic message, an embeddings list), or None when the row is not one in JSON text."""
     if not isinstance(value, str):
         return None
     try:
         data = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    choices = data.get("choices") if isinstance(data, dict) else None
-    first = choices[0] if isinstance(choices, list) and choices else None
-    return data if isinstance(first, dict) and isinstance(first.get("message"), dict) else None
+    if not isinstance(data, dict):
+        return None
+    readable = any(f.read_answer(data) is not None for f in FORMATS) or EMBEDDINGS.read_answer(data) is not None
+    return data if readable else None
 
 
 class ResponseCache:

@@ -52,11 +52,12 @@ from tenacity import (
 
 from quiver._errors import InstrumentationError, LLMError, LLMRequestError, LLMUnavailable
 from quiver._interrupt import check_interrupted, wait as interruptible_wait
+from quiver._wire import CHAT
 from quiver.replay._instrument import Template
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
 from .cache import ResponseCache
-from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt
+from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt, swapped_prompt
 from .current import current_overrides, engine_request, response_cache_enabled
 from .health import DEFAULT_UNREACHABLE_S, endpoints, is_connection_failure, origin_of
 
@@ -256,7 +257,7 @@ class LLMClient:
     def _prepare(self, template: str | Template | None, kwargs: dict[str, Any]) -> PendingChat:
         options = {k: kwargs.pop(k) for k in OPTION_NAMES if k in kwargs}
         variables = {**kwargs.pop("variables", {}), **kwargs}
-        prompt = build_prompt(template, options.pop("messages", None), variables, extra=kwargs)
+        prompt = swapped_prompt(build_prompt(template, options.pop("messages", None), variables, extra=kwargs))
         params = {**self.params, **{k: v for k, v in options.items() if k in PARAM_NAMES and v is not None}}
         overrides = current_overrides() or {}
         params.update({k: v for k, v in overrides.items() if k in PARAM_NAMES})
@@ -429,7 +430,10 @@ class LLMClient:
 
     @staticmethod
     def _finish(call: PendingChat, response: dict[str, Any], attempts: int) -> ChatResult:
-        return call.finish(response, attempts)
+        answer = CHAT.read_answer(response)
+        if answer is None:  # pragma: no cover - _completion checked the shape
+            raise MalformedCompletion(f"the response is not a chat completion: {str(response)[:200]}")
+        return call.finish(answer, attempts)
 
 
 _SYNC_POOLS = 8

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from quiver._canonical import to_jsonable
 from quiver._errors import InstrumentationError, LLMError
 from quiver._trace import LLMResponse, ModelInfo, PromptInfo
+from quiver._wire import Answer, format_named, logprob_entry
 from quiver.replay._instrument import (
     CallRecord,
     OpenCall,
@@ -32,8 +33,10 @@ from quiver.replay._instrument import (
 )
 from quiver.replay._keys import derive_sample_key
 
-__all__ = ["ChatResult", "PendingChat", "CallCounter", "PARAM_NAMES", "OPTION_NAMES", "build_prompt", "wants_json",
-           "parse_json", "logprob_entry"]
+from .current import message_swaps
+
+__all__ = ["ChatResult", "PendingChat", "CallCounter", "PARAM_NAMES", "OPTION_NAMES", "WIRE_TAGS", "build_prompt",
+           "wants_json", "parse_json", "logprob_entry"]
 
 
 class CallCounter(Protocol):
@@ -63,6 +66,11 @@ class ChatResult:
         """``data`` when the response is JSON, else ``content``."""
         return self.data if self.data is not None else self.content
 
+
+WIRE_TAGS = ("tool_calls", "system_fingerprint", "wire", "stream")
+"""The tags an LLM call keeps of its answer beside the response (its tool calls, the
+endpoint's fingerprint, its wire format and response id, the timing of its stream): a
+served call carries the recorded ones."""
 
 PARAM_NAMES = ("temperature", "top_p", "seed", "max_tokens", "response_format", "logprobs", "top_logprobs")
 OPTION_NAMES = (*PARAM_NAMES, "messages", "model", "name")
@@ -95,6 +103,20 @@ def build_prompt(template: str | Template | None, messages: Any, variables: Mapp
                 f"({', '.join(resolved.variables) or 'none'}) nor a request parameter{hint}"
             )
     return resolved.render(variables)
+
+
+def swapped_prompt(prompt: PromptInfo) -> PromptInfo:
+    """``prompt`` with the inline prompt swaps in force applied (a replay's ``prompt_swap``
+    of a selected message: :func:`~quiver.replay._llm.swapped_messages`)."""
+    swaps = message_swaps()
+    if not swaps:
+        return prompt
+    messages = [m.model_dump() for m in prompt.assembled]
+    for swap in swaps:
+        index = swap.find([(m["role"], m["content"]) for m in messages], prompt.fragments)
+        if index is not None:
+            messages[index]["content"] = swap.text
+    return PromptInfo.model_validate({**prompt.model_dump(), "assembled": messages})
 
 
 def _did_you_mean(name: str) -> str:
@@ -230,6 +252,7 @@ class PendingChat:
         if recorded.prompt is not None:
             self.prompt = recorded.prompt
             self.record.prompt = recorded.prompt
+        self.record.tags.update({k: v for k, v in recorded.tags.items() if k in WIRE_TAGS})
         self.succeed(result, response.finish_reason, recorded.tags.get("system_fingerprint"))
         with self.client._lock:
             self.client.stats["served"] += 1
@@ -269,34 +292,28 @@ class PendingChat:
         if self.opened is not None:
             self.opened.exit(result.value, None)
 
-    def finish(self, response: dict[str, Any], attempts: int) -> ChatResult:
-        """Record a chat completion the endpoint answered (``attempts`` HTTP attempts;
-        0 when the response cache answered) and count it: the result the caller gets.
-        A JSON reply is parsed as :meth:`served` parses the recorded one, so that a child
-        ``llm`` call's output (``ChatResult.value``) is the same in both."""
-        choice = response["choices"][0]
-        content = choice["message"].get("content") or ""
-        logprobs = None
-        choice_logprobs = choice.get("logprobs")
-        if isinstance(choice_logprobs, dict) and choice_logprobs.get("content") is not None:
-            logprobs = [logprob_entry(t) for t in choice_logprobs["content"]]
-        usage = {
-            k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int) and not isinstance(v, bool)
-        }
-        data = _json_data(content, self)
+    def finish(self, answer: Answer, attempts: int) -> ChatResult:
+        """Record an answer the endpoint gave (``attempts`` HTTP attempts; 0 when the
+        response cache answered) and count it: the result the caller gets. A JSON reply
+        is parsed as :meth:`served` parses the recorded one, so that a child ``llm``
+        call's output (``ChatResult.value``) is the same in both."""
         result = ChatResult(
-            content=content, data=data, model=response.get("model"), usage=usage, logprobs=logprobs,
-            attempts=max(attempts, 1),
+            content=answer.text, data=_json_data(answer.text, self), model=answer.model, usage=dict(answer.usage),
+            logprobs=answer.logprobs, attempts=max(attempts, 1),
         )
-        self.succeed(result, choice.get("finish_reason"), response.get("system_fingerprint"))
+        if answer.tool_calls and self.record is not None:
+            self.record.tags["tool_calls"] = answer.tool_calls
+        self.succeed(result, answer.finish_reason, answer.extra.get("system_fingerprint"))
         if attempts == 0:  # answered from the response cache
             return result
         with self.client._lock:
             self.client.stats["calls"] += 1
             self.client.stats["attempts"] += attempts
         if self.builder is not None and self.record is not None:
+            wire = self.record.tags.get("wire")
+            tokens = format_named(wire.get("format") if isinstance(wire, dict) else None).total_tokens(answer.usage)
             with self.builder._lock:
-                self.builder.llm_tokens += int(usage.get("total_tokens", 0))
+                self.builder.llm_tokens += tokens
         return result
 
     def fail(self, exc: BaseException) -> None:
@@ -304,12 +321,3 @@ class PendingChat:
             self.opened.exit(None, exc)
             self.opened = None
 
-
-def logprob_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """One ``logprobs.content`` entry with every field of the SDK's type present."""
-    top = [{"token": t.get("token"), "bytes": t.get("bytes"), "logprob": t.get("logprob"),
-            **{k: v for k, v in t.items() if k not in ("token", "bytes", "logprob")}}
-           for t in entry.get("top_logprobs") or []]
-    return {"token": entry.get("token"), "bytes": entry.get("bytes"), "logprob": entry.get("logprob"),
-            "top_logprobs": top,
-            **{k: v for k, v in entry.items() if k not in ("token", "bytes", "logprob", "top_logprobs")}}

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any
 from quiver._errors import InstrumentationError
 
 if TYPE_CHECKING:
+    from quiver.perturbations import MessageSwap
+
     from .cache import ResponseCache
     from .client import LLMClient
 
-__all__ = ["llm", "configure_llm", "use_llm", "request_overrides", "current_overrides", "use_response_cache",
+__all__ = ["llm", "configure_llm", "use_llm", "request_overrides", "current_overrides", "message_swaps",
+           "swapped_messages", "use_response_cache",
            "response_cache_enabled", "engine_request", "in_engine_request", "engine_request_node", "current_cache"]
 
 
@@ -74,6 +77,27 @@ def request_overrides(params: Mapping[str, Any]) -> Iterator[None]:
         yield
     finally:
         _request_overrides.reset(token)
+
+
+_message_swaps: contextvars.ContextVar[tuple[MessageSwap, ...]] = contextvars.ContextVar(
+    "quiver_message_swaps", default=()
+)
+
+
+@contextlib.contextmanager
+def swapped_messages(swaps: tuple[MessageSwap, ...]) -> Iterator[None]:
+    """Send every LLM request made within the block with the messages ``swaps`` select
+    replaced (an inline ``prompt_swap``: :class:`~quiver.perturbations.MessageSwap`)."""
+    token = _message_swaps.set(_message_swaps.get() + tuple(swaps))
+    try:
+        yield
+    finally:
+        _message_swaps.reset(token)
+
+
+def message_swaps() -> tuple[MessageSwap, ...]:
+    """The inline prompt swaps in force (see :func:`swapped_messages`)."""
+    return _message_swaps.get()
 
 
 _current_llm: contextvars.ContextVar[LLMClient | None] = contextvars.ContextVar("quiver_llm", default=None)

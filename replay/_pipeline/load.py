@@ -2,24 +2,31 @@
 
 A pipeline is named ``package.module:function`` (imported from ``sys.path``) or
 ``path/to/file.py:function`` (a file path, relative to a base folder such as the spec's
-folder). It is called with the input's fields as keyword arguments; an ``async def``
-pipeline runs in its own event loop.
+folder). It is called with the input's fields as keyword arguments. An ``async def``
+pipeline's coroutine runs in one event loop the process shares (:func:`run_shared`), on a
+thread of its own, whatever thread calls it: an async client that a library keeps for
+the whole process (the ``openai-agents`` and ``pydantic-ai`` SDKs' default clients) binds
+its connections and locks to the loop it first ran in, and would fail with "bound to a
+different event loop" when traces ran in loops of their own on several threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from quiver._errors import PipelineError
 
-__all__ = ["load_pipeline", "call_pipeline", "check_pipeline_inputs"]
+__all__ = ["load_pipeline", "call_pipeline", "check_pipeline_inputs", "run_shared"]
 
 
 def load_pipeline(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
@@ -85,12 +92,62 @@ def check_pipeline_inputs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> 
 
 
 def call_pipeline(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> Any:
-    """Call ``fn(**inputs)``; run it to completion in a new event loop if it is async."""
+    """Call ``fn(**inputs)``; an awaitable result runs to completion in the shared event
+    loop (:func:`run_shared`)."""
     result = fn(**inputs)
     if inspect.isawaitable(result):
-        return asyncio.run(_await(result))
+        return run_shared(_await(result))
     return result
 
 
 async def _await(aw: Any) -> Any:
     return await aw
+
+
+_loop_lock = threading.Lock()
+_loop: list[asyncio.AbstractEventLoop] = []
+
+
+def _shared_loop() -> asyncio.AbstractEventLoop:
+    """The process's shared event loop, started on a daemon thread the first time."""
+    with _loop_lock:
+        if not _loop:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="quiver-event-loop", daemon=True).start()
+            _loop.append(loop)
+        return _loop[0]
+
+
+def run_shared(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` to completion in the shared event loop, in a task that carries the
+    calling thread's context (the trace being recorded), and return its result; the
+    calling thread waits. Called from the loop's own thread, it runs ``coro`` in a loop
+    of its own instead (nothing can wait on the loop it runs in)."""
+    loop = _shared_loop()
+    if threading.current_thread().name == "quiver-event-loop":
+        return asyncio.run(coro)
+    context = contextvars.copy_context()
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    tasks: list[asyncio.Task[Any]] = []
+
+    def start() -> None:
+        task = loop.create_task(coro, context=context)
+        tasks.append(task)
+        task.add_done_callback(lambda t: _settle(t, done))
+
+    loop.call_soon_threadsafe(start)
+    try:
+        return done.result()
+    except BaseException:
+        if not done.done():  # interrupted while waiting: the task is not left running
+            loop.call_soon_threadsafe(lambda: [t.cancel() for t in tasks])
+        raise
+
+
+def _settle(task: asyncio.Task[Any], done: concurrent.futures.Future[Any]) -> None:
+    if task.cancelled():
+        done.set_exception(asyncio.CancelledError())
+    elif task.exception() is not None:
+        done.set_exception(task.exception())
+    else:
+        done.set_result(task.result())

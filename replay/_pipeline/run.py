@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quiver._errors import QuiverError
+from quiver._errors import InstrumentationError, QuiverError
 from quiver._trace import Trace
 from quiver.replay._instrument import Template, TraceBuilder, active_recordings, current_builder, template_overrides
 from quiver.replay._llm import LLMClient, SeenEndpoints, trace_scope, trace_verdict, use_llm, use_response_cache
@@ -44,6 +44,11 @@ def run_traced(
     """
 
     def body() -> Trace:
+        from quiver.replay._capture import HTTP_TOOLS_TAG, http_tools_setting
+
+        setting = http_tools_setting()
+        if setting is not None:
+            builder.tags.setdefault(HTTP_TOOLS_TAG, setting)  # a replay keeps its recording's
         current_builder.set(builder)
         use_response_cache(response_cache)
         if client is not None:
@@ -57,6 +62,10 @@ def run_traced(
                 return builder.finish(None, exc)
             except Exception as exc:
                 _raise_if_endpoint_down(seen)
+                if _other_loop(exc):
+                    exc = InstrumentationError(_OTHER_LOOP.format(exc=exc))
+                    log.warning("trace %s failed: %s", builder.trace_id, exc)
+                    return builder.finish(None, exc)
                 log.error(
                     "trace %s failed: %s: %s\n%s", builder.trace_id, type(exc).__name__, exc,
                     "".join(traceback.format_exception(exc)),
@@ -66,6 +75,23 @@ def run_traced(
         return builder.finish(output)
 
     return contextvars.Context().run(body)
+
+
+_OTHER_LOOP = (
+    "{exc}: an async client shared by the whole process (an agent SDK's default client) was used from "
+    "another event loop than the one it was made in; make the pipeline `async def` and await the agent (every "
+    "trace's coroutine then runs in one event loop the engine shares), or build a client for each run, or "
+    "record and replay with concurrency: 1"
+)
+
+
+def _other_loop(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is asyncio's "bound to a different event loop"."""
+    while exc is not None:
+        if isinstance(exc, RuntimeError) and "different event loop" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 def _raise_if_endpoint_down(seen: SeenEndpoints) -> None:

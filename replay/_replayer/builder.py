@@ -78,7 +78,7 @@ from quiver.replay._instrument import (
     template_overrides,
 )
 from quiver.replay._keys import operator_call_key, operator_seed
-from quiver.replay._llm import LLMClient, llm, request_overrides
+from quiver.replay._llm import LLMClient, llm, request_overrides, swapped_messages
 
 from .landing import execution_landing
 from .results import _KIND_DIMENSIONS, ReplayError, ReplayMode, Target
@@ -178,6 +178,8 @@ class ReplayBuilder(TraceBuilder):
             repeat=baseline.repeat, inputs=baseline.inputs, sample_key=sample_key,
         )
         self.baseline = baseline
+        if "http_tools" in baseline.tags:  # the HTTP requests its recording recorded as tools
+            self.tags["http_tools"] = baseline.tags["http_tools"]
         self.mode = mode
         self.operator = operator
         self.graph = graph
@@ -324,7 +326,7 @@ class ReplayBuilder(TraceBuilder):
 
     @contextlib.contextmanager
     def _execution_change(self, change: ExecutionChange, templates: dict[str, Template]) -> Iterator[None]:
-        with template_overrides(templates), request_overrides(change.params):
+        with template_overrides(templates), request_overrides(change.params), swapped_messages(change.messages):
             yield
 
     def serve_call(self, record: CallRecord) -> Any:

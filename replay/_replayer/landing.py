@@ -9,8 +9,11 @@ a captured request after its rewrite):
   or, where a framework renders the replacement itself and records only the request
   (DSPy's instructions), when the request holds every literal piece of the
   replacement's text;
+* an inline prompt swap (``prompt_swap`` of a selected message) landed when an LLM
+  request of the target holds a message whose text is the replacement;
 * request overrides (``param_change``) landed when an LLM request of the target carried
-  every overridden value (the model name, each sampling parameter).
+  every overridden value (the model name, each sampling parameter, in the field its wire
+  format keeps it in: ``max_output_tokens`` of the Responses API for ``max_tokens``).
 
 An output operator changes the target's output: it landed when the operator could apply
 (the fields it sets are there); the served output is then the perturbed one. A replay
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quiver._trace import NodeCall, Trace
+from quiver._wire import format_named
 from quiver.perturbations import ExecutionChange
 from quiver.replay._instrument import Template
 
@@ -42,6 +46,7 @@ def execution_landing(trace: Trace, target_path: str, change: ExecutionChange,
     requests = [c for c in trace.calls if _under(c, target_path) and c.model is not None]
     if not requests:
         what = ", ".join([*(f"template {t!r}" for t in sorted(templates)),
+                          *(swap.selector.describe() for swap in change.messages),
                           *(f"{k}={v!r}" for k, v in sorted(change.params.items()))]) or "the change"
         return (f"the target sent no LLM request the engine recorded (through a client it does not capture, or "
                 f"none at all), so {what} cannot reach the wire")
@@ -55,6 +60,11 @@ def execution_landing(trace: Trace, target_path: str, change: ExecutionChange,
             return (f"no LLM request of the target rendered template {', '.join(map(repr, sorted(wanted)))} with "
                     f"the replacement's text (its requests rendered "
                     f"{', '.join(map(repr, rendered)) if rendered else 'no registered template'})")
+    for swap in change.messages:
+        if not any(c.prompt is not None and any(m.content == swap.text for m in c.prompt.assembled)
+                   for c in requests):
+            return (f"no LLM request of the target held the replacement of {swap.selector.describe()} (the selector "
+                    "picked no message, or several, in the requests it sent)")
     if change.params and not any(_carries(c, change.params) for c in requests):
         wanted_params = ", ".join(f"{k}={v!r}" for k, v in sorted(change.params.items()))
         return f"no LLM request of the target carried {wanted_params}"
@@ -88,8 +98,13 @@ def _carries(call: NodeCall, params: Mapping[str, Any]) -> bool:
     """Whether ``call``'s request carried every value of ``params``."""
     model = call.model
     assert model is not None
+    wire = call.tags.get("wire")
+    fmt = format_named(wire.get("format") if isinstance(wire, dict) else None)
     for name, value in params.items():
-        held = model.name if name == "model" else model.params.get(name)
+        where = fmt.param_field(name)
+        if where is None:
+            return False
+        held = model.name if name == "model" else model.params.get(where)
         if held != value and not (name == "max_tokens" and model.params.get("max_completion_tokens") == value):
             return False
     return True

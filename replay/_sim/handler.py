@@ -44,6 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
+from .formats import ROUTES
 from .guard import _Guard
 from .models import sim_model_names
 from .wire import _HTTPError, _json_bytes, _model_body, _retry_headers, _unknown_model
@@ -268,11 +269,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/health":
             self._send(200, {"status": "ok"})
         elif path == "/v1/models":
-            models = [_model_body(name) for name in sim_model_names()]
+            models = [_model_body(name) for name in [*sim_model_names(), *self.server.sim.config.aliases]]
             self._send(200, {"object": "list", "data": models})
         elif path.startswith("/v1/models/"):
             name = unquote(path.removeprefix("/v1/models/"))
-            if name in sim_model_names():
+            if name in sim_model_names() or name in self.server.sim.config.aliases:
                 self._send(200, _model_body(name))
             else:
                 self._send_error(_unknown_model(name))
@@ -280,11 +281,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(self._unknown_url("GET"))
 
     def do_POST(self, body: bytes) -> None:  # noqa: N802
-        """Answer a POST: a chat completion."""
-        if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
+        """Answer a POST: a chat completion, a response, a message or embeddings."""
+        path = urlsplit(self.path).path.rstrip("/")
+        if path not in ROUTES:
             self._send_error(self._unknown_url("POST"))
             return
-        self.server.sim._answer(self, body, self.headers.get(SAMPLE_KEY_HEADER, ""), self._arrived)
+        self.server.sim._answer(self, path, body, self.headers.get(SAMPLE_KEY_HEADER, ""), self._arrived)
 
     # ------------------------------------------------------------------ bodies
 
@@ -342,7 +344,8 @@ class _Handler(BaseHTTPRequestHandler):
         return _HTTPError(
             404,
             f"Unknown request URL: {method} {self.path}. The quiver simulator serves "
-            "GET /v1/models, POST /v1/chat/completions and GET /health.",
+            "GET /v1/models, POST /v1/chat/completions, /v1/responses, /v1/messages and /v1/embeddings, "
+            "and GET /health.",
             code="unknown_url",
         )
 
@@ -360,6 +363,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_stream(self, chunks: list[bytes], headers: dict[str, str] | None = None) -> None:
+        """Send a stream of server-sent events, one HTTP chunk each."""
+        self._responded = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
 
     def _send_error(self, err: _HTTPError, headers: dict[str, str] | None = None) -> None:
         self._send(err.status, err.body, headers)

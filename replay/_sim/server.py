@@ -108,10 +108,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from quiver._errors import SimulatorError
+from quiver._wire import CHAT, RESPONSES, encode_sse
 
+from .formats import ROUTES, ResponseStore, Route, answer_of, chat_body, embeddings_body, remember
 from .handler import _Server
-from .models import SimRequest, SimRequestError, complete, load_model_modules
-from .wire import _completion_body, _HTTPError, _json_bytes, _parse_request, _retry_headers
+from .models import SimRequest, SimRequestError, complete, load_model_modules, request_digest
+from .wire import _completion_body, _decode_body, _HTTPError, _json_bytes, _retry_headers, _sim_request, _usage
 
 if TYPE_CHECKING:
     from .handler import _Handler
@@ -265,6 +267,10 @@ class SimulatorConfig(BaseModel):
     nondeterminism: float = 0.0
     """At temperature 0, the probability that a choice takes a runner-up value."""
 
+    aliases: dict[str, str] = {}
+    """Other names of simulated models (``{"gpt-4o-mini": "sim-echo"}``), for clients that
+    accept only names they know; an answer reports the name asked for."""
+
     faults: FaultConfig = FaultConfig()
     """Injected faults and latency."""
 
@@ -404,6 +410,7 @@ class Simulator:
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.config = config if config is not None else SimulatorConfig()
         self._faults = _FaultStream(self.config.faults)
+        self._store = ResponseStore()
         self._stats = _Stats()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -477,51 +484,106 @@ class Simulator:
             raise SimulatorError("the Simulator is not running; call start() first")
         return tuple(self._server.server_address)
 
-    def _answer(self, handler: _Handler, raw: bytes, sample_key: str, arrived: float) -> None:
-        """Answer one chat completion attempt, faults included, ``latency`` after ``arrived``
-        (``time.monotonic()`` when the request came in)."""
+    def _answer(self, handler: _Handler, path: str, raw: bytes, sample_key: str, arrived: float) -> None:
+        """Answer one attempt at a POST endpoint, faults included, ``latency`` after
+        ``arrived`` (``time.monotonic()`` when the request came in)."""
         self._stats.add("requests")
+        route = ROUTES[path]
         try:
-            req = _parse_request(raw, sample_key)
+            job = self._job(route, raw, sample_key)
         except _HTTPError as err:
             self._stats.add("bad_request")
-            handler._send_error(err)
+            handler._send(err.status, err.body_for(route.format is not None and route.format.name == "messages"))
             return
         outcome, latency_s = self._faults.draw()
         if outcome == "timeout":
             self._stats.add("timeout")
             self._hang(handler)
             return
-        status, body, headers = self._respond(req, outcome)
+        status, chunks, headers = self._respond(job, outcome)
         if self._stopping.wait(max(0.0, arrived + latency_s - time.monotonic())):
             handler.close_connection = True
+        elif job.stream and status == 200:
+            handler._send_stream(chunks, headers)
         else:
-            handler._send_bytes(status, body, headers)
+            handler._send_bytes(status, b"".join(chunks), headers)
+
+    def _job(self, route: Route, raw: bytes, sample_key: str) -> _Job:
+        """What one request asks; raises :class:`_HTTPError` 400/404."""
+        body = _decode_body(raw)
+        if not isinstance(body, dict):
+            raise _HTTPError(400, f"the request body must be a JSON object; got {type(body).__name__}")
+        shown = body.get("model")
+        if not isinstance(shown, str):
+            raise _HTTPError(400, "missing required parameter: 'model'", param="model")
+        if route.format is None:
+            return _Job(route, body, shown, None, {}, False)
+        chat = dict(chat_body(route, body, self._store))
+        chat["model"] = self.config.aliases.get(shown, shown)
+        return _Job(route, body, shown, _sim_request(chat, sample_key), chat, bool(body.get("stream")))
 
     def _hang(self, handler: _Handler) -> None:
         handler.close_connection = True
         self._stopping.wait(self.config.faults.timeout_hang_s)
 
-    def _respond(self, req: SimRequest, outcome: Outcome) -> tuple[int, bytes, dict[str, str] | None]:
-        """The answer to send for ``outcome``: status, body and extra headers."""
+    def _respond(self, job: _Job, outcome: Outcome) -> tuple[int, list[bytes], dict[str, str] | None]:
+        """The answer to send for ``outcome``: status, body (one chunk, or a stream's
+        events) and extra headers."""
+        anthropic = job.route.format is not None and job.route.format.name == "messages"
         if outcome == "rate_limited":
             self._stats.add("rate_limited")
             err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
                              code="rate_limit_exceeded")
-            return err.status, _json_bytes(err.body), _retry_headers(self.config.faults.retry_after_s)
+            return err.status, [_json_bytes(err.body_for(anthropic))], _retry_headers(
+                self.config.faults.retry_after_s)
         if outcome == "server_error":
             self._stats.add("server_error")
             err = _HTTPError(500, "The server had an error (simulated fault).", type="server_error")
-            return err.status, _json_bytes(err.body), None
+            return err.status, [_json_bytes(err.body_for(anthropic))], None
         try:
-            body = _json_bytes(_completion_body(req, complete(req, self.config.nondeterminism)))
+            chunks = self._answer_chunks(job)
+        except _HTTPError as exc:
+            self._stats.add("bad_request")
+            error = exc
         except SimRequestError as exc:  # the model refuses the request
             self._stats.add("bad_request")
-            err = _HTTPError(400, str(exc), param=exc.param)
+            error = _HTTPError(400, str(exc), param=exc.param)
         except SimulatorError as exc:
             self._stats.add("server_error")
-            err = _HTTPError(500, str(exc), type="server_error")
+            error = _HTTPError(500, str(exc), type="server_error")
         else:
             self._stats.add(outcome)
-            return 200, body[: len(body) // 2] if outcome == "malformed" else body, None
-        return err.status, _json_bytes(err.body), None
+            if outcome == "malformed":  # cut in half: the body, or the stream's events
+                whole = b"".join(chunks)
+                chunks = chunks[: len(chunks) // 2] if job.stream else [whole[: len(whole) // 2]]
+            return 200, chunks, None
+        return error.status, [_json_bytes(error.body_for(anthropic))], None
+
+    def _answer_chunks(self, job: _Job) -> list[bytes]:
+        """The body of a valid request's answer (a stream: one chunk per event)."""
+        fmt = job.route.format
+        if fmt is None:
+            return [_json_bytes(embeddings_body(job.body, job.shown))]
+        assert job.req is not None
+        choices = complete(job.req, self.config.nondeterminism)
+        if fmt is CHAT and not job.stream:
+            completion = _completion_body(job.req, choices)
+            completion["model"] = job.shown
+            return [_json_bytes(completion)]
+        prefix = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[fmt.name]
+        rid = prefix + request_digest(job.req)[:24]
+        answer = answer_of(job.route, job.req, choices[0], rid, job.shown, _usage(job.req, choices[:1]))
+        if fmt is RESPONSES:
+            remember(self._store, rid, job.chat, choices[0])
+        if job.stream:
+            return encode_sse(fmt.render_events(answer, job.shown, job.body))
+        return [_json_bytes(fmt.render(answer, job.shown))]
+
+
+class _Job:
+    """One request to answer: its route, body, the model name asked for, the simulated
+    request (None for embeddings), the chat body it amounts to, and whether it streams."""
+
+    def __init__(self, route: Route, body: dict[str, Any], shown: str, req: SimRequest | None,
+                 chat: dict[str, Any], stream: bool) -> None:
+        self.route, self.body, self.shown, self.req, self.chat, self.stream = route, body, shown, req, chat, stream

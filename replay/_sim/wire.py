@@ -48,6 +48,16 @@ class _HTTPError(Exception):
         self.status = status
         self.body = {"error": {"message": message, "type": type, "param": param, "code": code}}
 
+    def body_for(self, anthropic: bool) -> dict[str, Any]:
+        """The error body in OpenAI's shape, or in Anthropic's (``{"type": "error", "error":
+        {"type", "message"}}``) for the Messages API."""
+        if not anthropic:
+            return self.body
+        error = self.body["error"]
+        kind = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error",
+                503: "overloaded_error"}.get(self.status, "api_error" if self.status >= 500 else error["type"])
+        return {"type": "error", "error": {"type": kind, "message": error["message"]}}
+
 
 _MAX_JSON_DEPTH = 128
 """The deepest nesting of arrays and objects a request body may have."""
@@ -66,12 +76,18 @@ def _word_count(text: str) -> int:
     return len(text.split())
 
 
-def _completion_body(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str, Any]:
+def _usage(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str, int]:
+    """Tokens as the simulator counts them: words of the prompt and of the choices."""
     completion_tokens = sum(
         _word_count(c.content) + sum(_word_count(t["function"]["arguments"]) for t in c.tool_calls or ())
         for c in choices
     )
     prompt_tokens = _word_count(req.text)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _completion_body(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str, Any]:
     return {
         "id": "chatcmpl-" + request_digest(req)[:24],
         "object": "chat.completion",
@@ -79,11 +95,7 @@ def _completion_body(req: SimRequest, choices: Sequence[SimChoice]) -> dict[str,
         "model": req.model,
         "system_fingerprint": "quiver-sim",
         "choices": [_choice_body(i, c) for i, c in enumerate(choices)],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": _usage(req, choices),
     }
 
 
@@ -120,8 +132,11 @@ def _parse_request(raw: bytes, sample_key: str) -> SimRequest:
     body = _decode_body(raw)
     if not isinstance(body, dict):
         raise _HTTPError(400, f"the request body must be a JSON object; got {type(body).__name__}")
-    if body.get("stream"):
-        raise _HTTPError(400, "streaming is not supported by the simulator", param="stream")
+    return _sim_request(body, sample_key)
+
+
+def _sim_request(body: dict[str, Any], sample_key: str) -> SimRequest:
+    """The request of a chat completion body (``stream`` allowed); raises :class:`_HTTPError` 400/404."""
     try:
         req = SimRequest.from_openai(body, sample_key)
     except SimRequestError as exc:

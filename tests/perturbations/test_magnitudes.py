@@ -352,7 +352,7 @@ def test_a_laddered_level_keeps_the_variants_one_perturbation() -> None:
 ])
 def test_prompt_swap_level_needs_the_variants_and_a_level_within_them(params: dict[str, Any], message: str) -> None:
     with pytest.raises(OperatorError, match=rf"^operator 'prompt_swap' params.*{message}; valid params: variant, "
-                                            r"variants, level, template$"):
+                                            r"variants, level, template, message, text$"):
         make_operator("prompt_swap", params)
 
 

@@ -23,7 +23,7 @@ import openai
 import pytest
 
 import quiver
-from quiver import InstrumentationError, iter_traces
+from quiver import iter_traces
 from quiver.perturbations import make_operator
 from quiver.replay import (
     Fields,
@@ -224,20 +224,6 @@ def test_outside_a_recording_nothing_is_captured(endpoint: str) -> None:
     out = pipeline("Which way?")
     assert set(out) == {"summary", "final", "quiet"}
     assert capture_stats() == before
-
-
-def test_a_streaming_request_is_refused_in_one_line(endpoint: str) -> None:
-    @quiver.node("streamer", kind="llm")
-    def streamer(q: str) -> str:
-        stream = openai.OpenAI().chat.completions.create(
-            model=MODEL, messages=_messages(q), stream=True,  # type: ignore[arg-type]
-        )
-        return "".join(chunk.choices[0].delta.content or "" for chunk in stream)
-
-    trace = _run(lambda q: streamer(q), {"q": "x"})
-    assert trace.status == "failed" and trace.error is not None
-    assert trace.error.type == InstrumentationError.__name__
-    assert '"stream": true' in trace.error.message and "capture=False" in trace.error.message
 
 
 def test_the_engine_client_is_recorded_once(endpoint: str) -> None:

@@ -502,9 +502,12 @@ def test_unknown_model_is_not_found_and_lists_the_known_models(client: openai.Op
         ask(client, "gpt-17")
 
 
-def test_streaming_is_refused_as_a_bad_request(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="streaming is not supported"):
-        ask(client, stream=True)
+def test_a_streamed_answer_is_the_whole_answer_in_chunks(client: openai.OpenAI) -> None:
+    whole = ask(client, key="k1", temperature=1.0)
+    chunks = list(ask(client, key="k1", temperature=1.0, stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content and len(chunks) > 3
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == whole.usage.total_tokens
 
 
 @pytest.mark.parametrize(

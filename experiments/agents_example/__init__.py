@@ -1,0 +1,1 @@
+"""An openai-agents order desk on the Responses API (see ``pipeline.py``)."""
