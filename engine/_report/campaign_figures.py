@@ -154,7 +154,7 @@ def adaptive_figures(c: CampaignEstimates) -> list[Markup]:
     charts = adaptive_charts(c)
     if not charts:
         return []
-    return [Markup("<h3>Adaptive ladders: excess over controls by dose</h3>"),
+    return [Markup('<h3 id="adaptive">Adaptive ladders: excess over controls by dose</h3>'),
             plots([figure(chart, caption) for chart, caption in charts])]
 
 

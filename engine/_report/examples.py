@@ -317,7 +317,10 @@ def traces_by_id(path: Path, ids: Iterable[str]) -> dict[str, Trace]:
         return found
     for lineno, line in iter_lines(path):
         if any(w in line[:2000] for w in wanted):
-            trace = parse_line(line, str(path), lineno)
+            try:
+                trace = parse_line(line, str(path), lineno)
+            except QuiverError:  # a damaged line: its pair is shown without it
+                continue
             if trace.trace_id in wanted.values():
                 found[trace.trace_id] = trace
                 if len(found) == len(wanted):

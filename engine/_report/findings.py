@@ -344,11 +344,37 @@ def _threshold(p: PerturbationEstimates) -> Finding | None:
             .t(f"): below it the path changes no more often than under control ({fmt_n(b.n_below)} pairs)")
     if first is not None and first.excess.value is not None:
         ci = first.excess.ci
-        s.t(f"; from d_i = {fmt(first.lo)} on it changes in {pct(first.excess.value)} of traces beyond control "
+        where = (f"at ladder step {first.step} (d_i {fmt(first.lo)}–{fmt(first.hi)})" if b.bin_rule == "ladder"
+                 else f"from d_i = {fmt(first.lo)} on")
+        s.t(f"; {where} it changes in {pct(first.excess.value)} of traces beyond control "
             f"({fmt(first.excess.value, signed=True)}{_ci(*(ci or (None, None)))}, n = {fmt_n(first.n)})")
     s.t(".")
     return s.done("threshold", link, perturbation=p.id, value=b.value, upper_bound=b.upper_bound,
                   excess=None if first is None else first.excess.value)
+
+
+def _adaptive(p: PerturbationEstimates) -> Finding | None:
+    """An adaptive ladder's answer: from which level the path changes beyond control, and
+    the level at half its plateau, with its interval."""
+    from .adaptive import fmt_dose
+
+    a = p.adaptive
+    if a is None:
+        return None
+    curve, param, whole = a.beta_shape, str(a.settings.get("param", "dose")), bool(a.settings.get("integer"))
+    s = Sentence().t("Perturbation ").c(p.id).t(f" (an adaptive ladder over {param}): ")
+    if curve.onset is None:
+        s.t("the path changes beyond control at none of the levels tried")
+    else:
+        s.t(f"the path changes beyond control from {param} = {fmt_dose(curve.onset, integer=whole)} on "
+            + (f"(not at {fmt_dose(curve.below, integer=whole)})" if curve.below is not None
+               else "(already at the smallest level)"))
+    mid = curve.midpoint
+    if mid.value is not None:  # a midpoint lies between levels: never rounded to one
+        ci = f" [{fmt_dose(mid.ci[0])}, {fmt_dose(mid.ci[1])}]" if mid.ci else " (no interval)"
+        s.t(f"; half its plateau at {param} = {fmt_dose(mid.value)}{ci}")
+    s.t(f" ({fmt_n(a.replays)} replays).")
+    return s.done("adaptive", "adaptive", perturbation=p.id, value=curve.onset, midpoint=mid.value)
 
 
 # --------------------------------------------------------------------------- validation
@@ -399,5 +425,5 @@ def campaign_findings(raw: Mapping[str, Any], campaign: CampaignEstimates | None
     c = campaign if campaign is not None else CampaignEstimates.from_json(raw)
     effects = [f for p in c.perturbations if (f := _effect(p)) is not None]
     effects.sort(key=lambda f: -(f.data.get("value") or 0.0))
-    thresholds = [f for p in c.perturbations if (f := _threshold(p)) is not None]
+    thresholds = [f for p in c.perturbations for f in (_adaptive(p), _threshold(p)) if f is not None]
     return [*_problems(c, raw), *effects, *thresholds, *_validation(c)]

@@ -277,9 +277,11 @@ def _gate_table(c: Mapping[str, Any]) -> Markup:
         tail = f" [{fmt(ci[0], signed=signed)}, {fmt(ci[1], signed=signed)}]" if ci else ""
         return fmt(row.get("value"), signed=signed) + tail
 
-    measures = [("d_i", f"d_i ({c['node']})", c["d_i"])]
+    measures: list[tuple[str, Markup | str, Any]] = [("d_i", Markup("{} ({})").format(term("d_i"), c["node"]),
+                                                        c["d_i"])]
     measures += [(f"field:{f}", f"field {f}", r) for f, r in (c.get("fields") or {}).items()]
-    measures += [(f"rate:{k}", f"{k} rate", r) for k, r in (c.get("rates") or {}).items()]
+    measures += [(f"rate:{k}", Markup("{} rate").format(term(k) if k in ("D_shape", "D_iter") else k), r)
+                 for k, r in (c.get("rates") or {}).items()]
     measures += [(f"d:{v}", f"d ({v})", r) for v, r in (c.get("downstream") or {}).items()]
     rows = Markup("").join(element(
         "tr", element("td", label),

@@ -14,7 +14,9 @@ with hostile strings and once with plain ones in the same places:
   as its ``observational/`` folder;
 * a gate: ``quiver report`` of a ``gate.json`` shaped as the README gate's (two
   candidates), and its JUnit XML;
-* ``quiver compare`` of the corpus against a variant of itself, and an attribution.
+* ``quiver compare`` of the corpus against a variant of itself, and an attribution;
+* two example pairs of the campaign (``examples.json``, shown on its page) and
+  ``quiver show`` of each, and its ``--list``.
 
 Each page is opened in headless Chromium: no script runs (``window.__pwned`` stays
 undefined, no dialog, no console message), no element is injected (as many ``script``,
@@ -211,6 +213,32 @@ def attribution_md(folder: Path, n: dict[str, str]) -> Path:
     return write_attribution(result, folder)[1]
 
 
+def example_pairs(n: dict[str, str], campaign: Path, before: Path, after: Path) -> list[dict[str, Any]]:
+    """Two pairs of the first perturbation (an effective one: the other corpus's run of
+    the same input as its replay; a no-op), written as a campaign writes them
+    (``pairs.jsonl``, ``replays.jsonl``, ``examples.json``); returns their rows."""
+    from quiver._interventional import PairRow
+    from quiver._report.examples import write_examples
+    from quiver._trace import iter_traces
+
+    base = next(iter_traces(before))
+    other = next(t for t in iter_traces(after) if t.input_id == base.input_id)
+    pid = n["pid"]
+    rows, replays = [], []
+    for repeat, (stratum, run) in enumerate((("effective", other), ("noop", base))):
+        replays.append(run.model_copy(update={"trace_id": f"{base.trace_id}~{pid}#0/{repeat}"}))
+        rows.append({"perturbation_id": pid, "status": "ok", "trace_id": base.trace_id, "input_id": base.input_id,
+                     "repeat": repeat, "node": n["target"], "occurrence": 0, "op": "numeric_edit",
+                     "params": {n["param"]: 0.2}, "stratum": stratum, "magnitude": 0.3 if repeat == 0 else 0.0,
+                     "D_iter": 0, "D_shape": repeat == 0, "D_output": repeat == 0, "D_struct": False,
+                     "d": {n["target"]: 0.3 if repeat == 0 else 0.0, n["middle"]: 0.5 if repeat == 0 else 0.0},
+                     "job_id": f"{pid}/0/{base.trace_id}/{repeat}", "replay_id": f"{pid}#0", "step": 0})
+    (campaign / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (campaign / "replays.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in replays), encoding="utf-8")
+    write_examples(campaign, [PairRow.from_json(r) for r in rows], [base], campaign_json(n), before)
+    return rows
+
+
 def build(base: Path, hostile: bool) -> dict[str, Any]:
     """Every report, built from hostile or plain names under ``base``."""
     n = names(hostile)
@@ -232,18 +260,21 @@ def build(base: Path, hostile: bool) -> dict[str, Any]:
         if p.suffix in (".json", ".png"):
             (campaign / "observational" / p.name).write_bytes(p.read_bytes())
     (campaign / "campaign.json").write_text(json.dumps(campaign_json(n)), encoding="utf-8")
+    rows = example_pairs(n, campaign, base / "before.jsonl", base / "after.jsonl")
     gate = base / "gate"
     gate.mkdir()
     (gate / "gate.json").write_text(json.dumps(gate_json(n)), encoding="utf-8")
     reports = {kind: run_cli(["report", str(folder)], seconds=120) for kind, folder in
                (("campaign", campaign), ("gate", gate))}
+    shown = [run_cli(["show", str(campaign), row["job_id"]], seconds=60) for row in rows]
+    shown.append(run_cli(["show", str(campaign), "--list"], seconds=60))
     compared = run_cli(["compare", str(base / "before.jsonl"), str(base / "after.jsonl"), "--out",
                         str(base / "compare"), "--resamples", "200"], seconds=120)
     from quiver.experiments._gate import gate_junit
 
     (gate / "junit.xml").write_text(gate_junit(gate_json(n)), encoding="utf-8")
     return {"names": n, "base": base, "analyzed": analyzed, "reports": reports, "compared": compared,
-            "attribution": attribution_md(base / "attribution", n)}
+            "attribution": attribution_md(base / "attribution", n), "shown": shown}
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +299,9 @@ REACHES = {  # the roles each report must show
     "compare": ["target", "middle", "bidi", "long"],
     "attribution": ["target", "middle", "long"],
 }
+
+ON_THE_PAGE = {"campaign": ["input"]}  # the example pairs' input, on the page only
+"""Roles a page shows beyond its Markdown's."""
 
 
 # --------------------------------------------------------------------------- the runs
@@ -370,7 +404,7 @@ def test_no_script_runs_and_no_element_is_injected_in_report_html(
     assert hostile["handlers"] == plain["handlers"] == 0
     assert hostile["tags"] == plain["tags"]
     n = built[True]["names"]
-    missing = [role for role in REACHES[kind] if not _shown(hostile["text"], n[role])]
+    missing = [role for role in [*REACHES[kind], *ON_THE_PAGE.get(kind, [])] if not _shown(hostile["text"], n[role])]
     assert missing == [], f"not shown as text on the {kind} page: {missing}"
     assert hostile["longest_label"] <= 120, hostile["longest_label"]
     assert hostile["widest_chart"] <= max(1200, plain["widest_chart"] * 1.5), (hostile["widest_chart"],
@@ -461,6 +495,28 @@ def test_the_junit_xml_reads_and_names_each_candidate(built: dict[bool, dict[str
     cases = [c.get("name") or "" for c in root.iter("testcase")]
     assert [c.startswith(visible(n["template"])) or c.startswith(n["template"]) for c in cases] == [True, False]
     assert len(cases) == 2 and n["template2"] in cases[1]
+
+
+# --------------------------------------------------------------------------- quiver show
+
+
+def test_quiver_show_writes_every_name_as_one_visible_line(built: dict[bool, dict[str, Any]]) -> None:
+    """`quiver show` of a pair whose node, perturbation, input and field names are
+    hostile: the same lines as with plain names, no control or bidirectional character
+    reaches the terminal, and every name is there, made visible."""
+    from quiver._report.markup import visible
+
+    hostile, plain = built[True]["shown"], built[False]["shown"]
+    n = built[True]["names"]
+    for mine, theirs in zip(hostile, plain, strict=True):
+        assert mine.code == theirs.code == 0, mine.stderr
+        assert len(mine.stdout.splitlines()) == len(theirs.stdout.splitlines()), mine.stdout
+        bad = sorted({ch for ch in mine.stdout if ch != "\n" and (not ch.isprintable() or ch in "\u202e\u202c")})
+        assert bad == [], bad
+    text = hostile[0].stdout
+    for role in ("pid", "target", "middle", "input"):
+        assert visible(n[role]) in text or visible(n[role])[:20] in text, role
+    assert "<- first divergent call" in text
 
 
 # --------------------------------------------------------------------------- by construction

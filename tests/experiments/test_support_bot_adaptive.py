@@ -38,12 +38,17 @@ def _consistent(estimate: float, ci: list[float], truth: float) -> bool:
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory, quiver_cli: list[str]) -> dict[str, Any]:
+def run_dir(tmp_path_factory: pytest.TempPathFactory, quiver_cli: list[str]) -> Path:
     out = tmp_path_factory.mktemp("adaptive") / "support_bot_adaptive"
     proc = subprocess.run([*quiver_cli, "run", str(SPEC), "--output", str(out), "--quiet"], capture_output=True,
                           text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((out / "campaign.json").read_text())
+    return out
+
+
+@pytest.fixture(scope="module")
+def campaign(run_dir: Path) -> dict[str, Any]:
+    data = json.loads((run_dir / "campaign.json").read_text())
     return {p["id"]: p for p in data["perturbations"]}
 
 
@@ -92,3 +97,32 @@ def test_the_fraction_curve_has_a_midpoint_with_an_interval_inside_its_resolutio
     fits = [p["fit"] for p in curve["points"]]
     assert fits == sorted(fits) and curve["plateau"] == fits[-1]
     assert len(adaptive["rounds"]) >= 2 and adaptive["rounds"][-1]["stop"] == adaptive["stopped"]
+
+
+def test_the_adaptive_campaign_page_draws_no_text_over_another(run_dir: Path,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The adaptive campaign's report.html in Chromium: its findings say each ladder's
+    onset and midpoint, no text of a chart is drawn over another or outside its chart
+    (every <details> opened), and screenshots of its first screen and each section are
+    kept in the test output folder."""
+    sync = pytest.importorskip("playwright.sync_api")
+    if not Path("/usr/bin/chromium").is_file():
+        pytest.skip("no Chromium at /usr/bin/chromium (CI installs Debian's chromium)")
+    from pagecheck import screenshots, text_count, text_problems
+
+    html = (run_dir / "report.html").read_text()
+    assert html.count('class="finding finding-adaptive"') == 2
+    folder = tmp_path_factory.mktemp("screenshots")
+    with sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((run_dir / "report.html").as_uri(), wait_until="load")
+        shots = screenshots(page, folder, "adaptive")
+        problems, texts = text_problems(page), text_count(page)
+        browser.close()
+    print(f"{texts} chart texts checked; screenshots in {folder}: {', '.join(s.name for s in shots)}")
+    assert problems == [] and texts > 100
+    assert [r for r in requests if not r.startswith(("file:", "data:"))] == []
+    assert (run_dir / "report.html").stat().st_size < 1_000_000 and len(shots) >= 4
