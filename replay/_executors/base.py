@@ -133,6 +133,8 @@ class Worker:
         from quiver.replay._replayer import Replayer, ReplayMode
 
         os.environ.update(context.environment)
+        if context.llm.get("base_url"):  # a pipeline's own clients talk to the context's endpoint (a Ray
+            os.environ["OPENAI_BASE_URL"] = str(context.llm["base_url"])  # worker may hold an earlier run's)
         self.fn = load_pipeline(context.pipeline, Path(context.base_dir))
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
