@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from fuzzing import run_cli
 
+RUN_SECONDS = 180.0
+"""The longest one command may take here on a loaded 2-core machine."""
 PIPELINES = Path(__file__).parents[1] / "pipelines"
 CUSTOMERS = ["ana@bigcorp.com", "bo@smallshop.io", "cy@bigcorp.com"]
 
@@ -59,13 +61,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_redacted_inputs_are_named_by_record_and_stop_the_run_before_it_spends(root: Path) -> None:
     spec = _spec(root, "record.yaml", RECORD, function="pipeline", redact="", out=root / "rec")
-    done = run_cli(["record", str(spec), "--quiet"])
+    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stderr
     warning = [line for line in done.stderr.splitlines() if "redaction replaced" in line]
     assert len(warning) == 1 and "6 of 6 traces" in warning[0] and "inputs.customer" in warning[0], done.stderr
     campaign = _spec(root, "campaign.yaml", CAMPAIGN, function="pipeline", redact="",
                      baseline=root / "rec" / "traces.jsonl", embeddings=root / "emb", out=root / "run")
-    done = run_cli(["run", str(campaign), "--quiet"])
+    done = run_cli(["run", str(campaign), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 2, done.stdout + done.stderr
     (line,) = done.error_lines()
     assert "does not replay exactly" in line and "redaction replaced" in line and "emails: false" in line, line
@@ -74,23 +76,24 @@ def test_redacted_inputs_are_named_by_record_and_stop_the_run_before_it_spends(r
 
 def test_with_the_addresses_kept_every_trace_reproduces_and_the_run_goes_on(root: Path) -> None:
     spec = _spec(root, "record_keep.yaml", RECORD, function="pipeline", redact=KEEP, out=root / "rec_keep")
-    done = run_cli(["record", str(spec), "--quiet"])
+    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0 and "redaction replaced" not in done.stderr, done.stderr
-    done = run_cli(["replay", str(root / "rec_keep" / "traces.jsonl"), "--spec", str(spec), "--check"])
+    done = run_cli(["replay", str(root / "rec_keep" / "traces.jsonl"), "--spec", str(spec), "--check"],
+                   seconds=RUN_SECONDS)
     assert done.code == 0 and "6 of 6 traces reproduce exactly" in done.stdout, done.stdout + done.stderr
     campaign = _spec(root, "campaign_keep.yaml", CAMPAIGN, function="pipeline", redact=KEEP,
                      baseline=root / "rec_keep" / "traces.jsonl", embeddings=root / "emb", out=root / "run_keep")
-    done = run_cli(["run", str(campaign), "--quiet"])
+    done = run_cli(["run", str(campaign), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
 
 
 def test_code_that_is_not_deterministic_stops_the_run_and_is_named(root: Path) -> None:
     spec = _spec(root, "record_ticket.yaml", RECORD, function="pipeline_with_ticket", redact=KEEP,
                  out=root / "rec_ticket")
-    assert run_cli(["record", str(spec), "--quiet"]).code == 0
+    assert run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS).code == 0
     campaign = _spec(root, "campaign_ticket.yaml", CAMPAIGN, function="pipeline_with_ticket", redact=KEEP,
                      baseline=root / "rec_ticket" / "traces.jsonl", embeddings=root / "emb", out=root / "run_ticket")
-    done = run_cli(["run", str(campaign), "--quiet"])
+    done = run_cli(["run", str(campaign), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 2, done.stdout + done.stderr
     (line,) = done.error_lines()
     assert "ticket#0" in line and "not deterministic" in line, line

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from fuzzing import run_cli
 
+RUN_SECONDS = 180.0
+"""The longest one command may take here on a loaded 2-core machine."""
 PIPELINES = Path(__file__).parents[1] / "pipelines"
 
 INPUTS = [
@@ -73,12 +75,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     (root / "inputs.jsonl").write_text("".join(json.dumps(i) + "\n" for i in INPUTS), encoding="utf-8")
     (root / "draft_terse.txt").write_text("[system]\nDraft it in three words.\n[user]\n{question}\n", encoding="utf-8")
     (root / "record.yaml").write_text(RECORD.format(pipelines=PIPELINES, out=root / "rec"), encoding="utf-8")
-    done = run_cli(["record", str(root / "record.yaml"), "--quiet"])
+    done = run_cli(["record", str(root / "record.yaml"), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stderr
     spec = root / "campaign.yaml"
     spec.write_text(CAMPAIGN.format(pipelines=PIPELINES, baseline=root / "rec" / "traces.jsonl",
                                     embeddings=root / "embeddings", out=root / "run"), encoding="utf-8")
-    return root, run_cli(["run", str(spec), "--quiet"])
+    return root, run_cli(["run", str(spec), "--quiet"], seconds=RUN_SECONDS)
 
 
 def _replays(run: Path) -> dict[Any, dict[str, Any]]:

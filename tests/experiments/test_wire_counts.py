@@ -23,6 +23,8 @@ from fuzzing import run_cli
 
 from quiver.replay import Simulator
 
+RUN_SECONDS = 180.0
+"""The longest one command may take here on a loaded 2-core machine."""
 PIPELINES = Path(__file__).parents[1] / "pipelines"
 QUESTIONS = ["where is my invoice", "how do I reset the password", "cancel my plan"]
 
@@ -65,7 +67,7 @@ def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory) -> 
     spec = root / "record.yaml"
     spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline", url=front.url, out=root / "rec"))
     mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"])
+    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stderr
     return root, len(front.since(mark)), done.stdout
 
@@ -86,7 +88,8 @@ def test_record_prints_and_writes_the_requests_the_endpoint_received(recorded: t
 def test_a_frozen_check_sends_nothing_and_says_so(recorded: tuple[Path, int, str], front: CountingFront) -> None:
     root, _, _ = recorded
     mark = front.mark()
-    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"), "--check"])
+    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"), "--check"],
+                   seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     assert front.since(mark, "") == []
     assert _printed(r"(\d+) LLM calls made", done.stdout) == 0
@@ -97,7 +100,7 @@ def test_a_replayed_perturbation_counts_what_it_sent(recorded: tuple[Path, int, 
     mark = front.mark()
     done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"),
                     "--node", "write", "--op", "param_change", "--params", '{"temperature": 1.3}',
-                    "--out", str(root / "op"), "--quiet"])
+                    "--out", str(root / "op"), "--quiet"], seconds=RUN_SECONDS)
     assert done.code in (0, 1), done.stdout + done.stderr
     sent = len(front.since(mark))
     assert sent == 2 * len(QUESTIONS), front.requests()[mark:]  # the target's request per trace; none downstream
@@ -111,7 +114,7 @@ def test_a_campaign_and_its_gate_count_what_they_sent(recorded: tuple[Path, int,
     spec.write_text(CAMPAIGN.format(pipelines=PIPELINES, url=front.url, baseline=root / "rec" / "traces.jsonl",
                                     embeddings=root / "embeddings", out=root / "run"))
     mark = front.mark()
-    done = run_cli(["run", str(spec), "--quiet"])
+    done = run_cli(["run", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     sent = len(front.since(mark))
     assert sent == 2 * 2 * len(QUESTIONS)  # the perturbation and its control, one write request per trace
@@ -121,7 +124,7 @@ def test_a_campaign_and_its_gate_count_what_they_sent(recorded: tuple[Path, int,
     candidate.write_text("[system]\nPlan the answer in three words.\n[user]\n{question}\n")
     mark = front.mark()
     done = run_cli(["gate", str(spec), "--candidate", f"wire_plan={candidate}", "--profile", str(root / "run"),
-                    "--output", str(root / "gate"), "--quiet"])
+                    "--output", str(root / "gate"), "--quiet"], seconds=RUN_SECONDS)
     assert done.code in (0, 1), done.stdout + done.stderr
     assert json.loads((root / "gate" / "gate.json").read_text())["llm_calls"] == len(front.since(mark)) > 0
 
@@ -132,7 +135,7 @@ def test_attribution_pays_only_for_sampling_on_an_unchanged_deployment(
     root, _, _ = recorded
     mark = front.mark()
     done = run_cli(["attribute", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"),
-                    "--repeats", "2", "--out", str(root / "attribution")])
+                    "--repeats", "2", "--out", str(root / "attribution")], seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     sent = front.since(mark)
     calls = json.loads((root / "attribution" / "attribution.json").read_text())["llm_calls"]
@@ -150,7 +153,7 @@ def test_requests_the_contract_does_not_account_for_are_named(
     spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_peeking", url=front.url,
                                   out=root / "rec_peeking"))
     mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"])
+    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stderr
     peeked = len(front.since(mark, "/models/sim-echo"))
     assert peeked == len(QUESTIONS) * 2
@@ -159,6 +162,7 @@ def test_requests_the_contract_does_not_account_for_are_named(
     summary = json.loads((root / "rec_peeking" / "summary.json").read_text())
     assert [(u["node"], u["requests"]) for u in summary["unaccounted_requests"]] == [("peek", peeked)]
     mark = front.mark()
-    done = run_cli(["replay", str(root / "rec_peeking" / "traces.jsonl"), "--spec", str(spec), "--check"])
+    done = run_cli(["replay", str(root / "rec_peeking" / "traces.jsonl"), "--spec", str(spec), "--check"],
+                   seconds=RUN_SECONDS)
     assert len(front.since(mark, "/models/sim-echo")) == peeked  # the transform runs again on every replay
     assert any("'peek'" in line and "does not account for" in line for line in done.stderr.splitlines()), done.stderr
