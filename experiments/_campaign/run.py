@@ -82,6 +82,7 @@ from quiver.replay import (
     new_run_id,
     record_corpus,
 )
+from quiver.replay._capture import http_tools
 
 from .checks import check_baseline, check_spec
 from .committer import LedgerCommitter
@@ -227,12 +228,13 @@ class CampaignRun:
         if resume and done.is_file():
             return self.read_baseline(done)
         function_name: str = getattr(self.fn, "__name__", "pipeline")  # a callable object may have none
-        result = record_corpus(
-            self.fn, pipeline_name=spec.name or function_name,
-            inputs=load_inputs(spec, self.base_dir), repeats=spec.repeats, output_dir=folder, llm=self._client(),
-            concurrency=spec.concurrency, redactor=self.redactor, seed=spec.seed, resume=resume,
-            progress_stream=self.stream,
-        )
+        with http_tools(spec.tools.http):  # kept in each trace: its replays serve the same hosts
+            result = record_corpus(
+                self.fn, pipeline_name=spec.name or function_name,
+                inputs=load_inputs(spec, self.base_dir), repeats=spec.repeats, output_dir=folder,
+                llm=self._client(), concurrency=spec.concurrency, redactor=self.redactor, seed=spec.seed,
+                resume=resume, progress_stream=self.stream,
+            )
         return self.read_baseline(result.traces_path)
 
     def read_baseline(self, path: Path) -> list[Trace]:

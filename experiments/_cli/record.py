@@ -186,6 +186,7 @@ def run_record(
     from quiver._yamlspec import load_spec
     from quiver.experiments._config import RecordSpec, load_inputs, open_llm, spec_redactor
     from quiver.replay import load_pipeline, record_corpus
+    from quiver.replay._capture import http_tools
 
     overrides = overrides or RecordOverrides()
     path = Path(spec_path)
@@ -214,7 +215,7 @@ def run_record(
             and not (output_dir / "traces.jsonl.partial").exists()
         if not finished:
             _resolved(output_dir, resolved)
-        with open_llm(spec.llm, base_dir) as client:
+        with open_llm(spec.llm, base_dir) as client, http_tools(spec.tools.http):
             result = record_corpus(
                 fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
                 llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,

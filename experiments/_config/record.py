@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -43,8 +43,8 @@ from quiver._errors import SpecError
 from quiver._trace import RedactionConfig, printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
 
-__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "FidelitySpec", "RecordSpec", "load_inputs",
-           "SEED_MAX"]
+__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "FidelitySpec", "ToolsSpec", "RecordSpec",
+           "load_inputs", "SEED_MAX"]
 
 SEED_MAX = 2**63 - 1
 """The largest seed a spec may give (seeds are in [0, SEED_MAX])."""
@@ -191,6 +191,16 @@ class FidelitySpec(_Spec):
     """Seeds the sample."""
 
 
+class ToolsSpec(_Spec):
+    """Tools a pipeline reaches over HTTP."""
+
+    http: list[Annotated[str, Field(min_length=1)]] | Literal["all"] = Field(default_factory=list)
+    """Hosts (``api.example.com``, ``host:port``) or URL prefixes (``https://api.example.com/v2/``)
+    whose requests, sent from any node with ``requests``, ``httpx`` or ``httpx2``, are recorded as
+    tool calls of that node and served while the tools dimension is frozen; ``all``: every host
+    that is not an LLM API's. Requests to other hosts go out on every replay, counted and named."""
+
+
 class RecordSpec(_Spec):
     """A recording run: a pipeline over inputs x repeats, written as a trace corpus."""
 
@@ -213,6 +223,8 @@ class RecordSpec(_Spec):
     """Seeds every sample key: the same spec and seed give the same samples."""
     redact: RedactionConfig = Field(default_factory=RedactionConfig)
     """What is removed before anything is written (on by default for keys, tokens, e-mails)."""
+    tools: ToolsSpec = Field(default_factory=ToolsSpec)
+    """Tools reached over HTTP, recorded and served like ``tool`` nodes (``tools: {http: [...]}``)."""
     fidelity: FidelitySpec = Field(default_factory=FidelitySpec)
     """The frozen replay of a sample of the baseline that ``quiver run``, ``gate`` and
     ``attribute`` check before anything else (``{per_group: 0}`` skips it)."""

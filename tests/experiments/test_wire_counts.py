@@ -34,7 +34,7 @@ llm: {{base_url: {url}, model: sim-echo, api_key_env: QUIVER_WIRE_KEY}}
 inputs: inputs.jsonl
 repeats: 2
 concurrency: 2
-output: {out}
+{extra}output: {out}
 """
 
 CAMPAIGN = """\
@@ -65,7 +65,8 @@ def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory) -> 
     (root / "inputs.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "question": q}) + "\n"
                                                for i, q in enumerate(QUESTIONS)), encoding="utf-8")
     spec = root / "record.yaml"
-    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline", url=front.url, out=root / "rec"))
+    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline", url=front.url, extra="",
+                                  out=root / "rec"))
     mark = front.mark()
     done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
     assert done.code == 0, done.stderr
@@ -150,7 +151,7 @@ def test_requests_the_contract_does_not_account_for_are_named(
 ) -> None:
     root, _, _ = recorded
     spec = root / "record_peeking.yaml"
-    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_peeking", url=front.url,
+    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_peeking", url=front.url, extra="",
                                   out=root / "rec_peeking"))
     mark = front.mark()
     done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
@@ -166,3 +167,26 @@ def test_requests_the_contract_does_not_account_for_are_named(
                    seconds=RUN_SECONDS)
     assert len(front.since(mark, "/models/sim-echo")) == peeked  # the transform runs again on every replay
     assert any("'peek'" in line and "does not account for" in line for line in done.stderr.splitlines()), done.stderr
+
+
+def test_a_tool_host_the_spec_names_is_recorded_and_served(
+    recorded: tuple[Path, int, str], front: CountingFront
+) -> None:
+    """The same request over httpx, its host named in ``tools: {http: [...]}``: recorded as
+    a tool call of its node, accounted for, and served by a frozen replay (nothing sent)."""
+    root, _, _ = recorded
+    host = front.url.split("//", 1)[1].split("/", 1)[0]
+    spec = root / "record_fetching.yaml"
+    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_fetching", url=front.url,
+                                  extra=f"tools: {{http: [\"{host}\"]}}\n", out=root / "rec_fetching"))
+    mark = front.mark()
+    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
+    assert done.code == 0 and "does not account for" not in done.stderr, done.stderr
+    assert len(front.since(mark, "/models/sim-echo")) == len(QUESTIONS) * 2
+    summary = json.loads((root / "rec_fetching" / "summary.json").read_text())
+    assert summary["unaccounted_requests"] == [] and summary["http_requests"] == len(QUESTIONS) * 2
+    mark = front.mark()
+    done = run_cli(["replay", str(root / "rec_fetching" / "traces.jsonl"), "--spec", str(spec), "--check"],
+                   seconds=RUN_SECONDS)
+    assert done.code == 0, done.stdout + done.stderr
+    assert front.since(mark, "") == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import urllib.request
 
+import httpx
 import openai
 
 import quiver
@@ -37,9 +38,21 @@ def peek(question: str) -> str:
     return question.strip()
 
 
+@quiver.node("fetch", kind="transform")
+def fetch(question: str) -> str:
+    """The same request as ``peek`` over ``httpx``: a spec's ``tools: {http: [...]}`` records it."""
+    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/models/sim-echo"
+    httpx.get(url, timeout=30).raise_for_status()
+    return question.strip()
+
+
 def pipeline(question: str) -> str:
     return write(question, plan(question))
 
 
 def pipeline_peeking(question: str) -> str:
     return write(peek(question), plan(question))
+
+
+def pipeline_fetching(question: str) -> str:
+    return write(fetch(question), plan(question))
