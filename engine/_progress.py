@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["Progress", "StageProgress", "MEASURE_S", "MEASURE_ITEMS", "UNITS", "COUNTERS"]
+__all__ = ["Progress", "StageProgress", "MEASURE_S", "MEASURE_ITEMS", "UNITS", "COUNTERS", "STAGE_UNITS"]
 
 MEASURE_S = 3.0
 """Seconds since the first item done before a rate (and an ETA) is shown."""
@@ -33,6 +33,8 @@ UNITS = {"record": "traces recorded", "replays": "replays done", "gate replays":
 COUNTERS = {"paired": "turned into pairs", "failed": "failed", "diverged": "diverged",
             "retries": "LLM retries"}
 """What each counter counts, written after its number (other names are written as they are)."""
+STAGE_UNITS = {"embedding": "texts embedded", "distances": "aligned calls compared", "estimates": "done"}
+"""What the count of each stage of an analysis counts."""
 
 
 class Progress:
@@ -162,7 +164,8 @@ class StageProgress:
             if self._stream is None or (done < total and now - self._last.get(stage, 0.0) < self._interval):
                 return
             self._last[stage] = now
-            self._stream.write(f"{self.label}: {stage} {min(done, total)}/{total}  "
+            unit = STAGE_UNITS.get(stage, "done")
+            self._stream.write(f"{self.label}: {stage} {min(done, total):,}/{total:,} {unit}  "
                                f"elapsed {_duration(now - self._t0)}\n")
             self._stream.flush()
 

@@ -385,27 +385,35 @@ def load_examples(folder: Path) -> list[ExamplePair] | None:
 # --------------------------------------------------------------------------- quiver show
 
 
-def pair_rows(folder: Path) -> list[PairRow]:
-    """The rows of ``folder/pairs.jsonl``.
+def _pair_lines(folder: Path) -> list[str]:
+    path = folder / "pairs.jsonl"
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise QuiverError(f"{path}: cannot be read ({exc.strerror or exc}); give the folder of a finished "
+                          "`quiver run`") from None
+
+
+def pair_rows(folder: Path, job_id: str | None = None) -> list[PairRow]:
+    """The rows of ``folder/pairs.jsonl`` (only the one of ``job_id`` when given: the
+    other lines are not read).
 
     Raises:
-        QuiverError: The folder has no readable ``pairs.jsonl``.
+        QuiverError: The folder has no readable ``pairs.jsonl``, or a line read is not a row.
     """
     from quiver._interventional import PairRow
 
     path = folder / "pairs.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise QuiverError(f"{path}: cannot be read ({exc.strerror or exc}); give the folder of a finished "
-                          "`quiver run`") from None
+    key = None if job_id is None else f'"job_id": {json.dumps(job_id)}'
     rows = []
-    for i, line in enumerate(lines, 1):
+    for i, line in enumerate(_pair_lines(folder), 1):
+        if key is not None and key not in line:
+            continue
         try:
             rows.append(PairRow.from_json(json.loads(line), where=f"{path}:{i}"))
         except ValueError as exc:
             raise QuiverError(f"{path}:{i}: not a pair row ({exc})") from None
-    return rows
+    return [r for r in rows if job_id is None or r.job_id == job_id]
 
 
 def baseline_file(folder: Path) -> Path:
@@ -426,11 +434,11 @@ def find_pair(folder: Path, pair_id: str) -> ExamplePair:
     Raises:
         QuiverError: No such pair, or its traces cannot be found.
     """
-    rows = pair_rows(folder)
-    row = next((r for r in rows if r.job_id == pair_id), None)
-    if row is None:
-        raise QuiverError(f"{folder / 'pairs.jsonl'} has no pair '{visible(pair_id)[:200]}' ({len(rows):,} pairs); "
-                          f"`quiver show {folder} --list` lists their ids")
+    rows = pair_rows(folder, pair_id)
+    if not rows:
+        raise QuiverError(f"{folder / 'pairs.jsonl'} has no pair '{visible(pair_id)[:200]}' "
+                          f"({len(_pair_lines(folder)):,} pairs); `quiver show {folder} --list` lists their ids")
+    row = rows[0]
     source = baseline_file(folder)
     base = traces_by_id(source, [str(row.trace_id)]).get(str(row.trace_id))
     if base is None:
@@ -454,11 +462,22 @@ def _campaign(folder: Path) -> Mapping[str, Any]:
     return data if isinstance(data, Mapping) else {}
 
 
-def list_pairs(rows: Sequence[PairRow]) -> dict[str, dict[str, list[str]]]:
+def list_pairs(folder: Path) -> dict[str, dict[str, list[str]]]:
     """Perturbation (or control) id -> stratum (``failed`` for a failed replay,
-    ``control`` for a control's) -> pair ids, in job order."""
+    ``control`` for a control's) -> pair ids, in job order, of ``folder/pairs.jsonl``.
+
+    Raises:
+        QuiverError: The folder has no readable ``pairs.jsonl``, or a line is not a row.
+    """
     out: dict[str, dict[str, list[str]]] = {}
-    for r in rows:
-        stratum = "failed" if r.status == "failed" else r.stratum or "control"
-        out.setdefault(r.perturbation_id, {}).setdefault(stratum, []).append(str(r.job_id))
+    path = folder / "pairs.jsonl"
+    for i, line in enumerate(_pair_lines(folder), 1):
+        try:
+            r = json.loads(line)
+            pid, status, stratum, job = (str(r["perturbation_id"]), r.get("status"), r.get("stratum"),
+                                         str(r["job_id"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise QuiverError(f"{path}:{i}: not a pair row of a campaign ({type(exc).__name__}: {exc})") from None
+        kind = "failed" if status == "failed" else str(stratum or "control")
+        out.setdefault(pid, {}).setdefault(kind, []).append(job)
     return out

@@ -18,9 +18,10 @@ __all__ = ["TERMS", "term", "glossary", "define", "with_glossary"]
 TERMS: dict[str, str] = {
     "D_shape": "The pair took another path: some branch decision differs between baseline and replay.",
     "D_iter": "The loops ran another number of times: the calls per node differ between the two runs.",
-    "D_output": "The final output of the pipeline differs between the two runs.",
+    "D_output": "Value divergence: some node's output differs between the two runs (its distance exceeds epsilon; "
+                "a perturbed target's own change counts).",
     "D_struct": "Another set of nodes ran: a node ran in one of the two runs only.",
-    "D_output-only": "The final output differs while the path and the loop counts are the same.",
+    "D_output-only": "Some node's output differs while the path and the loop counts are the same.",
     "path": "The branch decisions a run took (D_shape compares them).",
     "excess": "The rate among perturbed pairs minus the same rate among control replays: the change the "
               "perturbation caused beyond the pipeline's own noise.",

@@ -45,10 +45,10 @@ def add_parser(sub: Any) -> None:
 
 def _listing(args: argparse.Namespace) -> int:
     from quiver._errors import QuiverError
-    from quiver._report.examples import list_pairs, pair_rows
+    from quiver._report.examples import list_pairs
     from quiver._report.markup import visible
 
-    found = list_pairs(pair_rows(args.run_dir))
+    found = list_pairs(args.run_dir)
     if args.perturbation is not None and args.perturbation not in found:
         raise QuiverError(f"--perturbation {visible(args.perturbation)[:80]}: {args.run_dir} has no such perturbation; "
                           f"its perturbations and controls are {', '.join(visible(p) for p in found)}")

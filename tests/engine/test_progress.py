@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 
-from quiver._progress import MEASURE_ITEMS, MEASURE_S, Progress
+from quiver._progress import MEASURE_ITEMS, MEASURE_S, Progress, StageProgress
 
 
 class Clock:
@@ -64,3 +64,14 @@ def test_the_last_line_gives_the_rate_and_no_eta() -> None:
     bar.advance(224)
     bar.close()
     assert _lines(out)[-1] == "record: 225/225 traces recorded  elapsed 10s  22.4/s"
+
+
+def test_an_analysis_stage_says_what_it_counts() -> None:
+    out = io.StringIO()
+    stages = StageProgress("analysis", out, interval_s=0)
+    stages("embedding", 60, 121)
+    stages("embedding", 61, 121)
+    stages("distances", 111, 111)
+    assert [line.split("  elapsed ")[0] for line in _lines(out)] == [
+        "analysis: embedding 60/121 texts embedded", "analysis: embedding 121/121 texts embedded",
+        "analysis: distances 111/111 aligned calls compared"]
