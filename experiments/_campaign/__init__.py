@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from .checks import check_candidates, check_spec
+from .checks import check_candidates, check_spec, inline_candidate
 from .fidelity import FidelityError, check_fidelity, divergence_cause
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger, LedgerError
@@ -24,6 +24,7 @@ from .run import CampaignResult, CampaignRun, run_campaign
 __all__ = [
     "check_spec",
     "check_candidates",
+    "inline_candidate",
     "FidelityError",
     "check_fidelity",
     "divergence_cause",

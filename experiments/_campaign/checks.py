@@ -54,7 +54,7 @@ from quiver.replay import Template, declared_graph, get_template, load_pipeline,
 
 from .jobs import eligible_traces
 
-__all__ = ["check_spec", "check_baseline", "check_candidates", "template_problem"]
+__all__ = ["check_spec", "check_baseline", "check_candidates", "template_problem", "unselected", "inline_candidate"]
 
 _Where = tuple[Any, ...]
 
@@ -367,7 +367,7 @@ def _check_lands(p: PerturbationSpec, i: int, traces: Sequence[Trace], spot: _Sp
         if p.op == "prompt_swap" and isinstance(step.get("template"), str):
             problem, key = _unrendered(step["template"], p, calls), "template"
         elif p.op == "prompt_swap" and isinstance(step.get("message"), dict):
-            problem, key = _unselected(step["message"], p, calls), "message"
+            problem, key = unselected(step["message"], _label(p), calls, "params.message"), "message"
         elif p.op == "categorical_flip" and "to" in step and not step.get("allow_unseen"):
             problem, key = _unseen(step["to"], step.get("field"), p, calls), "to"
         elif p.op == "param_change":
@@ -392,9 +392,11 @@ def _unrendered(template: str, p: PerturbationSpec, calls: list[tuple[Trace, Nod
     return f"params.template {template!r} cannot land: {_label(p)} renders no registered template: {why}"
 
 
-def _unselected(message: dict[str, Any], p: PerturbationSpec, calls: list[tuple[Trace, NodeCall]]) -> str | None:
-    """Why an inline ``params.message`` selects no message of the target's recorded
-    requests, or more than one of one request (None when it selects one)."""
+def unselected(message: dict[str, Any], label: str, calls: Sequence[tuple[Trace, NodeCall]],
+               what: str = "the selector") -> str | None:
+    """Why an inline message selector (a ``prompt_swap``'s ``params.message``, a gate
+    candidate's) selects no message of the recorded requests of ``calls`` (of the node
+    ``label`` names), or more than one of one request; None when it selects one."""
     try:
         selector = MessageSelector.parse(message)
     except OperatorError as exc:
@@ -402,14 +404,14 @@ def _unselected(message: dict[str, Any], p: PerturbationSpec, calls: list[tuple[
     prompts = [c.prompt for t, call in calls for c in _with_inner(t, call)
                if c.prompt is not None and (c.model is not None or c.response is not None)]
     if not prompts:
-        return f"params.message cannot land: {_label(p)} recorded no LLM request"
+        return f"{what} cannot land: {label} recorded no LLM request"
     counts = [len(selector.matches([(m.role, m.content) for m in q.assembled], q.fragments)) for q in prompts]
     if max(counts) > 1:
-        return (f"params.message selects {max(counts)} messages of one recorded request of {_label(p)} "
+        return (f"{what} selects {max(counts)} messages of one recorded request of {label} "
                 f"({selector.describe()}); a swap replaces one: narrow the selector")
     if 1 not in counts:
         roles = ", ".join(dict.fromkeys(m.role for q in prompts for m in q.assembled))
-        return (f"params.message ({selector.describe()}) matches no message of the recorded requests of {_label(p)}, "
+        return (f"{what} ({selector.describe()}) matches no message of the recorded requests of {label}, "
                 f"so the swap would not land; their messages' roles are {roles or 'none'}")
     return None
 
@@ -476,15 +478,55 @@ def _some_trace_ran(spec: CampaignSpec, traces: Sequence[Trace], served: set[str
                            + (f" (the simulator serves {', '.join(sorted(served))})" if served is not None else ""))
 
 
-def check_candidates(candidates: Mapping[str, Path], changed: Callable[[str], str]) -> None:
+def inline_candidate(key: str) -> tuple[str, dict[str, Any]] | None:
+    """A gate candidate's key that names an inline message (``NODE/SELECTOR``: ``draft/system``,
+    ``draft/user#1``, ``draft/contains:Answer in``, ``draft/fragment:3f2a...``) as (node, the
+    ``params.message`` selector a ``prompt_swap`` takes); None for a template id.
+
+    Raises:
+        QuiverError: A ``/`` key whose selector is not one of those shapes.
+    """
+    node, sep, selector = key.partition("/")
+    if not sep:
+        return None
+    way, colon, text = selector.partition(":")
+    if colon and way in ("contains", "fragment") and text:
+        found: dict[str, Any] = {way: text}
+    elif not colon and selector:
+        role, hash_, index = selector.partition("#")
+        found = {"role": role}
+        if hash_:
+            if not index.isdigit():
+                raise QuiverError(f"--candidate {key}: {index!r} is not a message index; give ROLE#N, e.g. user#1")
+            found["index"] = int(index)
+    else:
+        found = {}
+    if not node or not found or not next(iter(found.values())):
+        raise QuiverError(f"--candidate {key}: give NODE/ROLE[#N], NODE/contains:TEXT or NODE/fragment:HEX to swap "
+                          "an inline message, or a template id")
+    return node, found
+
+
+def check_candidates(candidates: Mapping[str, Path], changed: Callable[[str], str],
+                     calls: Callable[[str], Sequence[tuple[Trace, NodeCall]]] | None = None) -> None:
     """``quiver gate`` candidates: each file a valid template that uses only the
     variables the recorded calls of its template supply (``changed`` gives the node
-    whose calls rendered it, or raises).
+    whose calls rendered it, or raises); an inline candidate (``NODE/SELECTOR``) a text
+    file whose selector picks one message of each recorded request of the node (``calls``
+    gives the node's recorded calls).
 
     Raises:
         QuiverError: naming the candidate (``--candidate ID=PATH``) and the problem.
     """
     for template_id, file in candidates.items():
+        inline = inline_candidate(template_id)
+        if inline is not None:
+            node, selector = inline
+            changed(template_id)
+            problem = unselected(selector, f"node {node!r}", calls(node) if calls is not None else [])
+            if problem is not None:
+                raise QuiverError(f"--candidate {template_id}={file}: {problem}")
+            continue
         changed(template_id)
         try:
             replacement = Template(str(file), load_template_file(file))

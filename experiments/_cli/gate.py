@@ -30,8 +30,11 @@ def add_parser(sub: Any) -> None:
         ),
     )
     gate.add_argument("spec", type=Path, help="the campaign spec (see `quiver schema spec`; its gate: block)")
-    gate.add_argument("--candidate", action="append", default=[], metavar="TEMPLATE_ID=PATH",
-                      help="a candidate template file for a template id (repeatable)")
+    gate.add_argument("--candidate", action="append", default=[], metavar="ID=PATH",
+                      help="a candidate, repeatable: TEMPLATE_ID=PATH, a template file for a registered template, "
+                           "or NODE/SELECTOR=PATH, a text file for a prompt written inline in the node's calls "
+                           "(SELECTOR: ROLE[#N], contains:TEXT or fragment:HEX; it must pick one message of each "
+                           "recorded request)")
     gate.add_argument("--profile", type=Path,
                       help="a `quiver run` folder with the last campaign's profile (default: the spec's output "
                            "folder when a campaign ran there, else the observational part is run first)")

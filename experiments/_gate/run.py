@@ -60,12 +60,13 @@ from quiver._interventional import (
 from quiver._outdir import OutputFolder, mark_folder, output_errors, write_text
 from quiver._progress import Progress
 from quiver._report import write_html
-from quiver._trace import Trace
+from quiver._trace import NodeCall, Trace
 from quiver.experiments._campaign import (
     CampaignPlan,
     CampaignRun,
     check_candidates,
     eligible_traces,
+    inline_candidate,
     plan_jobs,
     sample_traces,
 )
@@ -96,13 +97,17 @@ class GateResult:
 
 
 def parse_candidates(items: Sequence[str]) -> dict[str, Path]:
-    """``TEMPLATE_ID=PATH`` arguments -> {template id: path}; each file must exist."""
+    """``TEMPLATE_ID=PATH`` (or ``NODE/SELECTOR=PATH``: an inline message, see
+    :func:`~quiver.experiments._campaign.inline_candidate`) arguments -> {id: path}; each
+    file must exist."""
     out: dict[str, Path] = {}
     for item in items:
-        tid, sep, path = item.partition("=")
+        tid, sep, path = item.rpartition("=") if "/" in item.partition("=")[0] else item.partition("=")
         if not sep or not tid.strip() or not path.strip():
-            raise QuiverError(f"--candidate {item!r}: give TEMPLATE_ID=PATH, e.g. support_bot.rewriter=prompts/new.txt")
+            raise QuiverError(f"--candidate {item!r}: give TEMPLATE_ID=PATH, e.g. support_bot.rewriter=prompts/new.txt,"
+                              " or NODE/SELECTOR=PATH for an inline message, e.g. draft/system=new_system.txt")
         tid = tid.strip()
+        inline_candidate(tid)  # a malformed selector is said here
         if tid in out:
             raise QuiverError(f"--candidate: template {tid!r} is given twice; one candidate per template")
         file = Path(path.strip()).expanduser().resolve()
@@ -173,6 +178,13 @@ def _load_profile(
 
 
 def _changed_node(template: str, traces: Sequence[Trace]) -> str:
+    inline = inline_candidate(template)
+    if inline is not None:  # an inline message of the node named
+        if not any(c.node == inline[0] for t in traces for c in t.calls):
+            ran = sorted({c.node for t in traces for c in t.calls if c.kind != "source"})
+            raise QuiverError(f"--candidate {template}: no recorded call of node {inline[0]!r}; the baseline's "
+                              f"nodes are {', '.join(ran) or 'none'}")
+        return inline[0]
     nodes = sorted({c.node for t in traces for c in t.calls
                     if c.prompt is not None and c.prompt.template_id == template})
     if not nodes:
@@ -188,6 +200,11 @@ def _changed_node(template: str, traces: Sequence[Trace]) -> str:
     return nodes[0]
 
 
+def _node_calls(node: str, traces: Sequence[Trace]) -> list[tuple[Trace, NodeCall]]:
+    """Every recorded call of ``node`` (in ok traces), with its trace."""
+    return [(t, c) for t in traces if t.status == "ok" for c in t.calls if c.node == node]
+
+
 def _probes(traces: Sequence[Trace], node: str, n: int, seed: int, template: str) -> list[Trace]:
     eligible = eligible_traces(traces, node)
     if not eligible:
@@ -199,14 +216,20 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
     jobs: list[ReplayJob] = []
     payloads = [trace.model_dump(mode="json") for trace in probes]  # one JSON form per probe, shared by its jobs
     keyed = sample_ids(probes)
+    inline = inline_candidate(template)
     for arm in ("candidate", "current"):
+        # a template is deployed for the whole replay; an inline message is swapped in the node's call
+        op, params, templates = (
+            ("", {}, {}) if arm == "current" else
+            ("prompt_swap", {"message": inline[1], "variant": str(path)}, {}) if inline is not None else
+            ("", {}, {template: str(path)}))
         for trace, payload in zip(probes, payloads, strict=True):
             for r in range(repeats):
                 jobs.append(ReplayJob(
                     job_id=f"{template}/{arm}/{trace.trace_id}/{r}", seq=len(jobs),
                     trace=payload, perturbation_id=f"gate:{template}:{arm}", node=node,
-                    occurrence=0, op="", params={}, repeat=r,
-                    templates={template: str(path)} if arm == "candidate" else {}, sample_id=keyed[trace.trace_id],
+                    occurrence=0, op=op, params=params, repeat=r, templates=templates,
+                    sample_id=keyed[trace.trace_id],
                 ))
     return jobs
 
@@ -298,7 +321,8 @@ def plan_gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSe
         )
     source = (str(run.base_dir / run.spec.baseline) if run.spec.baseline is not None
               else str(_recorded_baseline(run, folder)))
-    check_candidates(candidates, lambda template: _changed_node(template, traces))
+    check_candidates(candidates, lambda template: _changed_node(template, traces),
+                     lambda node: _node_calls(node, traces))
     jobs = [j for c in candidate_jobs(candidates, traces, probes=settings.probes, repeats=settings.repeats,
                                       seed=settings.seed) for j in c.jobs]
     return plan_jobs(jobs, traces, ReplayMode(), prices=run.spec.prices, spec=str(run.path), baseline=source)
@@ -330,7 +354,8 @@ def run_gate(
     # candidates are checked against the recorded calls before anything is written
     early = _baseline_at_hand(run, Path(profile_dir) if profile_dir else None)
     if early is not None:
-        check_candidates(candidates, lambda template: _changed_node(template, early))
+        check_candidates(candidates, lambda template: _changed_node(template, early),
+                         lambda node: _node_calls(node, early))
     with output_errors(settings.out, "the gate keeps nothing to resume", "run it again"), \
             OutputFolder(settings.out, "gate"):
         mark_folder(settings.out, "gate")
@@ -349,7 +374,8 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
         with run.connected():
             traces, profile, graph = _load_profile(run, Path(profile_dir) if profile_dir else None, out, early)
             if early is None:
-                check_candidates(candidates, lambda template: _changed_node(template, traces))
+                check_candidates(candidates, lambda template: _changed_node(template, traces),
+                             lambda node: _node_calls(node, traces))
             alphas = sorted({float(r["alpha"]) for r in profile.data.get("impact_sets") or []})
             if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
                 raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "

@@ -190,3 +190,24 @@ def test_a_tool_host_the_spec_names_is_recorded_and_served(
                    seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     assert front.since(mark, "") == []
+
+
+def test_the_gate_takes_a_prompt_written_inline(recorded: tuple[Path, int, str], front: CountingFront) -> None:
+    """``--candidate NODE/SELECTOR=FILE``: the system message ``write`` sends through the
+    SDK, swapped in the node's call on the candidate arm; a selector that picks no message
+    is refused before any replay."""
+    root, _, _ = recorded
+    spec = root / "campaign.yaml"
+    assert spec.is_file(), "the campaign test writes the spec first"
+    candidate = root / "write_system.txt"
+    candidate.write_text("Follow the outline, in one sentence.\n")
+    mark = front.mark()
+    done = run_cli(["gate", str(spec), "--candidate", f"write/system={candidate}", "--profile", str(root / "run"),
+                    "--output", str(root / "gate_inline"), "--quiet"], seconds=RUN_SECONDS)
+    assert done.code in (0, 1), done.stdout + done.stderr
+    data = json.loads((root / "gate_inline" / "gate.json").read_text())
+    assert [c["template"] for c in data["candidates"]] == ["write/system"]
+    assert data["llm_calls"] == len(front.since(mark)) > 0
+    done = run_cli(["gate", str(spec), "--candidate", f"write/contains:no such text={candidate}", "--profile",
+                    str(root / "run"), "--output", str(root / "gate_refused"), "--quiet"], seconds=RUN_SECONDS)
+    assert done.code == 2 and "matches no message" in done.stderr, done.stderr
