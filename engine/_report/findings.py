@@ -84,8 +84,8 @@ class Finding:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        """The sentence as plain text (names made visible: one line, no control character)."""
-        return "".join(visible(s) if k == "code" else s for k, s in self.parts)
+        """The sentence as plain text (names and reasons made visible: one line, no control character)."""
+        return "".join(visible(s) for _, s in self.parts)
 
     def markdown(self) -> str:
         """The sentence as Markdown: names as code spans, the rest escaped."""

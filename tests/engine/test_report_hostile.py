@@ -519,6 +519,31 @@ def test_quiver_show_writes_every_name_as_one_visible_line(built: dict[bool, dic
     assert "<- first divergent call" in text
 
 
+def test_compare_and_attribution_end_with_what_they_found(built: dict[bool, dict[str, Any]]) -> None:
+    """`quiver compare` ends with its findings and its report's path; an attribution's
+    findings name each node's dimension with its increment; hostile names are one
+    visible line each."""
+    from quiver._report.findings import findings_console
+    from quiver._report.findings_more import attribution_findings
+    from quiver._stats import Estimate
+    from quiver.experiments._attribute import Attribution
+
+    for hostile, b in built.items():
+        tail = b["compared"].stdout.rstrip("\n").splitlines()
+        start = tail.index("What the comparison found:")
+        assert tail[-1] == f"Open the report: {b['base'] / 'compare' / 'compare.md'}"
+        assert all(line.startswith("* ") and line.isprintable() for line in tail[start + 1:-1]), tail[start:]
+    n = built[True]["names"]
+    rate = {v: Estimate(0.2, (0.1, 0.3), 40) for v in (n["target"], n["middle"])}
+    result = Attribution(nodes=list(rate), dimensions=["prompt"], rates=dict.fromkeys(("frozen", "sampling", "prompt"),
+                                                                                     rate),
+                         increments={"prompt": rate}, reproduced=40, not_reproduced=["x"], repeats=2)
+    lines = findings_console(attribution_findings(result.to_json()), "the attribution", "attribution.md")
+    assert lines[1] == "* 1 trace(s) did not reproduce with every dimension frozen and are left out."
+    assert lines[2].startswith(f"* {n['target']} diverges most because of its prompt: +0.200 [+0.100, +0.300]")
+    assert all(line.isprintable() for line in lines) and lines[-1] == "Open the report: attribution.md"
+
+
 # --------------------------------------------------------------------------- by construction
 
 
