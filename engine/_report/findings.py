@@ -322,7 +322,7 @@ def _problems(c: CampaignEstimates, raw: Mapping[str, Any]) -> list[Finding]:
             out.append(Sentence().t("Node ").c(u.get("node")).t(f" sent {fmt_n(u.get('requests'))} request(s) to ")
                        .c(u.get("endpoint")).t(" that the replay contract does not account for: they are sent "
                                                "again on every replay.")
-                       .done("problem", "unaccounted", problem="unaccounted requests", node=str(u.get("node")),
+                       .done("problem", None, problem="unaccounted requests", node=str(u.get("node")),
                              value=u.get("requests")))
     return out
 

@@ -235,6 +235,9 @@ def test_each_finding_states_the_number_campaign_json_holds(support_bot_run: Pat
     html = (support_bot_run / "report.html").read_text()
     assert html.index('id="findings"') < html.index('id="summary"')  # the answer first
     found = findings_of(html)
+    findings = html[html.index('id="findings"'):html.index("</ul>", html.index('id="findings"'))]
+    links = re.findall(r'href="#([^"]+)"', findings)
+    assert len(links) == len(found) and all(f'id="{link}"' in html for link in links), links  # evidence there
     events = check_findings(raw, found)
     assert set(events) == {p["id"] for p in raw["perturbations"]}  # every perturbation says what it moved
     print("\n".join(text for _, text in found))
