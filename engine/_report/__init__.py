@@ -10,15 +10,24 @@
   shares with the Markdown;
 * ``markup``: the one way text from data enters a page or a Markdown report (escaped
   HTML and SVG elements, assemblers that refuse unescaped text, Markdown code spans and
-  escaped text, names shortened for charts).
+  escaped text, names shortened for charts);
+* ``findings``, ``findings_more``: what a campaign, a gate, an analysis, a comparison and
+  an attribution found, as sentences with their numbers (page, Markdown, console);
+* ``examples``, ``examples_html``, ``examples_text``: example pairs one can open
+  (``examples.json``, the page, ``quiver show``);
+* ``glance``, ``campaign_figures``, ``glossary``, ``layout``, ``graphsvg``: the campaign
+  page's table and figures, the terms' definitions, the layered graph layout.
 """
 
 from __future__ import annotations
 
-from .html import HTML_FILE, detect, read_json, write_html
+from .examples import EXAMPLES_FILE, find_pair, list_pairs, write_examples
+from .findings import campaign_findings, findings_console
+from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings
+from .html import HTML_FILE, detect, folder_files, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
 from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
-from .markup import md_code, md_table, md_text, xml_text
+from .markup import md_code, md_table, md_text, visible, xml_text
 from .plots import CLASS_COLORS, PLOT_FILES, write_plots
 from .profile import write_profile
 
@@ -44,4 +53,16 @@ __all__ = [
     "md_table",
     "md_text",
     "xml_text",
+    "visible",
+    "folder_files",
+    "EXAMPLES_FILE",
+    "write_examples",
+    "find_pair",
+    "list_pairs",
+    "campaign_findings",
+    "findings_console",
+    "gate_findings",
+    "analysis_findings",
+    "compare_findings",
+    "attribution_findings",
 ]

@@ -309,7 +309,7 @@ def replay_trace_id(row: PairRow) -> str:
 def traces_by_id(path: Path, ids: Iterable[str]) -> dict[str, Trace]:
     """The traces of ``path`` whose ids are in ``ids`` (each line's head is looked at
     before it is read)."""
-    from quiver._trace.io import iter_lines, parse_line
+    from quiver._trace import iter_lines, parse_line
 
     wanted = {json.dumps(i, ensure_ascii=False).encode("utf-8"): i for i in ids}
     found: dict[str, Trace] = {}

@@ -18,7 +18,15 @@ from .fidelity import FidelityError, check_fidelity, divergence_cause
 from .jobs import Control, controls, distinct, eligible_traces, expand_jobs, sample_traces, select_traces
 from .ledger import Ledger, LedgerError
 from .plan import CampaignPlan, PlanRow, Usage, live_llm_calls, plan_campaign, plan_jobs
-from .results import PAIR_CHUNK, Pairer, failure_lines, not_applied_lines, write_results, write_summary
+from .results import (
+    PAIR_CHUNK,
+    Pairer,
+    failure_lines,
+    failure_reason,
+    not_applied_lines,
+    write_results,
+    write_summary,
+)
 from .run import CampaignResult, CampaignRun, run_campaign
 
 __all__ = [
@@ -46,6 +54,7 @@ __all__ = [
     "PAIR_CHUNK",
     "Pairer",
     "failure_lines",
+    "failure_reason",
     "not_applied_lines",
     "write_results",
     "write_summary",

@@ -28,9 +28,7 @@ from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_e
 from quiver._observational import Profile
 from quiver._outdir import LogFile, replace, write_text
 from quiver._progress import Progress
-from quiver._report import HTML_FILE, campaign_markdown, md_text, write_html
-from quiver._report.examples import write_examples
-from quiver._report.html import folder_files
+from quiver._report import HTML_FILE, campaign_markdown, folder_files, md_text, write_examples, write_html
 from quiver._trace import Redactor, Trace, TraceWriter, output_redactor, redacted_logs
 from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
 from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines

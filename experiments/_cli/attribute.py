@@ -74,8 +74,7 @@ def command(args: argparse.Namespace) -> int:
     print(f"{result.reproduced} traces reproduced frozen, {len(result.not_reproduced)} did not; "
           f"LLM calls by condition: {result.llm_calls}")
     print(f"attribution: {js}\nreport: {md}")
-    from quiver._report.findings import findings_console
-    from quiver._report.findings_more import attribution_findings
+    from quiver._report import attribution_findings, findings_console
 
     print("\n".join(findings_console(attribution_findings(result.to_json()), "the attribution", md)))
     if skipped:

@@ -66,8 +66,7 @@ def command(args: argparse.Namespace) -> int:
     print(files[1].read_text(encoding="utf-8"))
     for path in files:
         print(path)
-    from quiver._report.findings import findings_console
-    from quiver._report.findings_more import compare_findings
+    from quiver._report import compare_findings, findings_console
 
     print("\n".join(findings_console(compare_findings(data), "the comparison", files[1])))
     return EXIT_PROBLEMS if result.less_consistent or skipped_before or skipped_after else EXIT_OK
@@ -93,7 +92,7 @@ def compare_markdown(data: Mapping[str, Any]) -> str:
              f"({data['inputs_before_only']} before only, {data['inputs_after_only']} after only); {p['before']} "
              f"pairs within before, {p['after']} within after, {p['across']} across. Rates with 95% intervals "
              "(bootstrap over inputs); flags at the family-wise 5% level.", ""]
-    from quiver._report.findings_more import compare_findings
+    from quiver._report import compare_findings
 
     lines += ["**What was found:**", "", *(f"- {f.markdown()}" for f in compare_findings(data)), ""]
     headers = ["node", "within before", "within after", "shift", "across", "excess over within", "reached",

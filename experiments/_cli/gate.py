@@ -86,9 +86,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _say_found(out: Path) -> None:
     """What the gate found, in sentences, and where its report is."""
-    from quiver._report import read_json
-    from quiver._report.findings import findings_console
-    from quiver._report.findings_more import gate_findings
+    from quiver._report import findings_console, gate_findings, read_json
 
     print("\n".join(findings_console(gate_findings(read_json(out / "gate.json")), "the gate", out / "report.html")))
 

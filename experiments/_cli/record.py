@@ -114,7 +114,7 @@ def _failure_lines(traces_path: Path) -> list[str]:
     from collections import Counter
 
     from quiver import iter_traces
-    from quiver.experiments._campaign.results import failure_reason
+    from quiver.experiments._campaign import failure_reason
 
     kinds: Counter[str] = Counter()
     first: dict[str, str] = {}

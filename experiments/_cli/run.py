@@ -164,8 +164,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _say_found(out: Path) -> None:
     """What the campaign found, in sentences, and where its report is."""
-    from quiver._report import read_json
-    from quiver._report.findings import campaign_findings, findings_console
+    from quiver._report import campaign_findings, findings_console, read_json
 
     print("\n".join(findings_console(campaign_findings(read_json(out / "campaign.json")), "the campaign",
                                       out / "report.html")))

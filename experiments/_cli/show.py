@@ -45,8 +45,7 @@ def add_parser(sub: Any) -> None:
 
 def _listing(args: argparse.Namespace) -> int:
     from quiver._errors import QuiverError
-    from quiver._report.examples import list_pairs
-    from quiver._report.markup import visible
+    from quiver._report import list_pairs, visible
 
     found = list_pairs(args.run_dir)
     if args.perturbation is not None and args.perturbation not in found:
@@ -79,7 +78,7 @@ def command(args: argparse.Namespace) -> int:
     if args.pair_id is None:
         raise QuiverError(f"give a PAIR_ID: `quiver show {args.run_dir} --list` lists them, and report.html's example "
                           "pairs show theirs")
-    from quiver._report.examples import find_pair
+    from quiver._report import find_pair
 
     pair = find_pair(args.run_dir, args.pair_id)
     print(json.dumps(pair.to_json(), indent=2, ensure_ascii=False) if args.json else pair.render(), end="" if not
