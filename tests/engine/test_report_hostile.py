@@ -528,7 +528,7 @@ def test_compare_and_attribution_end_with_what_they_found(built: dict[bool, dict
     from quiver._stats import Estimate
     from quiver.experiments._attribute import Attribution
 
-    for hostile, b in built.items():
+    for b in built.values():
         tail = b["compared"].stdout.rstrip("\n").splitlines()
         start = tail.index("What the comparison found:")
         assert tail[-1] == f"Open the report: {b['base'] / 'compare' / 'compare.md'}"
