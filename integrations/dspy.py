@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import quiver
+from quiver.integrations._body import Body
 from quiver.replay._instrument import (
     OpenCall,
     Template,
@@ -276,31 +277,17 @@ def _passages(output: dict[str, Any]) -> list[dict[str, str]] | None:
     return docs
 
 
-def _perturbed(directive: Any) -> contextlib.AbstractContextManager[Any]:
-    """A replay target's execution change (prompt swap, parameter change), entered around its body."""
-    if directive is not None and directive.context is not None:
-        return directive.context()  # type: ignore[no-any-return]
-    return contextlib.nullcontext()
-
-
 def _run(node: _Node, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if current_builder.get() is None:
         return fn(*args, **kwargs)
     with _step(node):
         call = OpenCall.open(node.name, node.kind, node.inputs(args, kwargs), ())
-        directive = call.directive
-        if directive is not None and directive.skip_body:
+        body = _body(node, call)
+        if body is None:
             return node.restore(node.served(call))
-        call.enter()
-        try:
-            with _perturbed(directive):
-                result = fn(*args, **kwargs)
-            output = node.finish(call, result)
-        except BaseException as exc:
-            call.exit(None, exc)
-            raise
-        call.exit(output, None)
-        return result
+        with body.running():
+            result = fn(*args, **kwargs)
+        return body.done(result)
 
 
 async def _arun(node: _Node, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -308,19 +295,35 @@ async def _arun(node: _Node, fn: Callable[..., Any], args: tuple[Any, ...], kwar
         return await fn(*args, **kwargs)
     with _step(node):
         call = OpenCall.open(node.name, node.kind, node.inputs(args, kwargs), ())
-        directive = call.directive
-        if directive is not None and directive.skip_body:
+        body = _body(node, call)
+        if body is None:
             return node.restore(node.served(call))
-        call.enter()
+        with body.running():
+            result = await fn(*args, **kwargs)
+        return body.done(result)
+
+
+def _body(node: _Node, call: OpenCall) -> Body | None:
+    """How the call's body runs (:class:`~quiver.integrations._body.Body`), or None when
+    the replay serves it from the recording. Closing it records what the body returned
+    (:meth:`_Node.finish`); a failure there closes the call with that error."""
+    directive = call.directive
+    if directive is not None and directive.skip_body:
+        return None
+
+    def close(result: Any, error: BaseException | None) -> Any:
+        if error is not None:
+            call.exit(None, error)
+            return None
         try:
-            with _perturbed(directive):
-                result = await fn(*args, **kwargs)
             output = node.finish(call, result)
         except BaseException as exc:
             call.exit(None, exc)
             raise
         call.exit(output, None)
         return result
+
+    return Body(call.enter, close, directive)
 
 
 # --------------------------------------------------------------------------- loops

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from quiver import InstrumentationError
+from quiver.integrations._body import Body
 from quiver.replay import retrieved, tool_step
 from quiver.replay._instrument import (
     CallRecord,
@@ -573,15 +574,6 @@ def _served(call: _NodeCall) -> Any:
     return output
 
 
-def _perturbed(call: _NodeCall) -> Any:
-    directive = call.opened.directive
-    if directive is not None and directive.context is not None:
-        return directive.context()
-    import contextlib
-
-    return contextlib.nullcontext()
-
-
 def _wrap_node(name: str, runnable: Any, kind: str | None) -> None:
     """Wrap a node's function in place: a ``RunnableCallable``'s ``func`` and ``afunc``
     (the signature LangGraph read stays the one it passes arguments for)."""
@@ -604,18 +596,12 @@ def _sync_node(name: str, kind: str | None, fn: Callable[..., Any]) -> Callable[
         call = _open(name, kind, args[0] if args else None)
         if call is None:
             return fn(*args, **kwargs)
-        directive = call.opened.directive
-        if directive is not None and directive.skip_body:
+        body = _body(call)
+        if body is None:
             return _served(call)
-        _enter(call)
-        try:
-            with _perturbed(call):
-                result = fn(*args, **kwargs)
-        except BaseException as exc:
-            _exit(call, None, exc)
-            raise
-        _exit(call, result, None)
-        return result
+        with body.running():
+            result = fn(*args, **kwargs)
+        return body.done(result)
 
     setattr(node, _MARK, True)
     return node
@@ -627,21 +613,29 @@ def _async_node(name: str, kind: str | None, fn: Callable[..., Any]) -> Callable
         call = _open(name, kind, args[0] if args else None)
         if call is None:
             return await fn(*args, **kwargs)
-        directive = call.opened.directive
-        if directive is not None and directive.skip_body:
+        body = _body(call)
+        if body is None:
             return _served(call)
-        _enter(call)
-        try:
-            with _perturbed(call):
-                result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            _exit(call, None, exc)
-            raise
-        _exit(call, result, None)
-        return result
+        with body.running():
+            result = await fn(*args, **kwargs)
+        return body.done(result)
 
     setattr(node, _MARK, True)
     return node
+
+
+def _body(call: _NodeCall) -> Body | None:
+    """How the call's body runs (:class:`~quiver.integrations._body.Body`), or None when
+    the replay serves it from the recording."""
+    directive = call.opened.directive
+    if directive is not None and directive.skip_body:
+        return None
+
+    def close(result: Any, error: BaseException | None) -> Any:
+        _exit(call, result, error)
+        return result
+
+    return Body(lambda: _enter(call), close, directive)
 
 
 # --------------------------------------------------------------------------- branches
