@@ -292,8 +292,11 @@ def write_attribution(result: Attribution, out: Path) -> tuple[Path, Path]:
     from quiver._report import md_table, md_text
 
     live = result.conditions[1:]
+    from quiver._report import attribution_findings, findings_markdown
+
     lines = [
         "# Divergence attribution", "",
+        *findings_markdown(attribution_findings(result.to_json())),
         f"{result.reproduced} traces reproduced with every dimension frozen"
         + (f"; {len(result.not_reproduced)} did not and are left out" if result.not_reproduced else "")
         + f". {result.repeats} repeat(s) per live condition. Rates are the share of replays where the node's "

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from .examples import EXAMPLES_FILE, find_pair, list_pairs, write_examples
-from .findings import campaign_findings, findings_console
+from .findings import campaign_findings, findings_console, findings_markdown
 from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings
 from .html import HTML_FILE, detect, folder_files, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
@@ -61,6 +61,7 @@ __all__ = [
     "list_pairs",
     "campaign_findings",
     "findings_console",
+    "findings_markdown",
     "gate_findings",
     "analysis_findings",
     "compare_findings",

@@ -113,6 +113,9 @@ def command(args: argparse.Namespace) -> int:
     )
     for path in written:
         print(path)
+    from quiver._report import HTML_FILE, analysis_findings, findings_console
+
+    print("\n".join(findings_console(analysis_findings(data), "the analysis", args.out / HTML_FILE)))
     if skipped:
         print(f"quiver analyze: {skipped} bad trace line(s) skipped (named above); `quiver validate` lists them",
               file=sys.stderr)

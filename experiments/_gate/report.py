@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from quiver._report import fmt, fmt_est, md_code, md_table, md_text, xml_text
+from quiver._report import fmt, fmt_est, gate_findings, md_code, md_table, md_text, xml_text
 
 __all__ = ["gate_markdown", "gate_junit"]
 
@@ -28,6 +28,7 @@ def gate_markdown(data: Mapping[str, Any]) -> str:
     """The gate's verdict as Markdown, fit for a pull-request comment."""
     verdict = md_text(str(data["verdict"]).upper())
     lines = [f"## quiver gate: {verdict}", "",
+             *(f"- {f.markdown()}" for f in gate_findings(data)), "",
              f"{len(data['candidates'])} candidate template(s); {_count(data['probes'])} probes x "
              f"{_count(data['repeats'])} replays per arm, seed {_count(data['seed'])}; impact sets at alpha "
              f"{_count(data['alpha'])}; profile: {md_text(data['profile'])}.", ""]
