@@ -297,7 +297,8 @@ class CampaignRun:
         return ReplayContext(
             pipeline=self.spec.pipeline, base_dir=str(self.base_dir.resolve()),
             llm={"base_url": client.base_url, "model": client.model, "api_key": client.api_key,
-                 "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params},
+                 "timeout_s": client.timeout_s, "retry": client.retry.model_dump(), "params": client.params,
+                 "limits": client.limits.model_dump()},
             mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=seed, run_id=run_id,
             cache_dir=str(cache_dir.resolve()) if cache_dir is not None else None,
             redaction=self.redactor.to_json(),

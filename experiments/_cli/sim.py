@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import EXIT_OK
 
-__all__ = ["add_parser", "command"]
+if TYPE_CHECKING:
+    from quiver.replay import SimulatorConfig
+
+__all__ = ["add_parser", "command", "simulator_config"]
 
 _FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connections",
           "max_body_bytes": "--max-body-bytes", "nondeterminism": "--nondeterminism", "port": "--port",
-          "request_timeout_s": "--request-timeout", "max_pending_connections": "--max-pending-connections"}
+          "request_timeout_s": "--request-timeout", "max_pending_connections": "--max-pending-connections",
+          "limits.requests_per_minute": "--requests-per-minute", "limits.tokens_per_minute": "--tokens-per-minute",
+          "limits.window_s": "--limit-window"}
 """The flag that sets a SimulatorConfig field, for error messages."""
 
 
@@ -23,7 +28,8 @@ def add_parser(sub: Any) -> None:
         help="serve the OpenAI-compatible LLM simulator on loopback",
         description=(
             "Serve the bundled simulator (/v1/chat/completions, /v1/models) on loopback "
-            "until interrupted. It refuses any non-loopback address, and requests for another host "
+            "until interrupted, with rate limits per API key and model when asked (x-ratelimit-* headers, "
+            "429 with retry-after past them). It refuses any non-loopback address, and requests for another host "
             "(421) or from a web page (403: another Origin, a cross-site fetch, a POST that is not JSON)."
         ),
     )
@@ -44,35 +50,56 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--max-pending-connections", type=int, default=1024, metavar="N",
                      help="connections still sending their first request kept at most; the oldest is closed "
                           "to make room (default 1024)")
+    sim.add_argument("--requests-per-minute", type=int, metavar="N",
+                     help="rate limit: requests a minute per API key and model; past it 429 with retry-after "
+                          "(default: none)")
+    sim.add_argument("--tokens-per-minute", type=int, metavar="N",
+                     help="rate limit: tokens a minute (prompt and completion) per API key and model (default: none)")
+    sim.add_argument("--limit-window", type=float, default=60.0, metavar="SECONDS",
+                     help="the sliding window the rate limits are counted over (default 60); every answer "
+                          "carries x-ratelimit-* headers when a limit is set")
 
     sim.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """Serve the simulator until interrupted."""
-    from pydantic import ValidationError
-
-    from quiver._errors import QuiverError
-    from quiver.replay import FaultConfig, SimulatorConfig, check_loopback
+    from quiver.replay import check_loopback
     from quiver.replay._sim import serve
 
     check_loopback(args.host)
+    serve(simulator_config(args))
+    return EXIT_OK
+
+
+def simulator_config(args: argparse.Namespace) -> SimulatorConfig:
+    """The simulator's configuration from ``quiver sim``'s arguments.
+
+    Raises:
+        QuiverError: A value is out of range (the message names its flag).
+    """
+    from pydantic import ValidationError
+
+    from quiver._errors import QuiverError
+    from quiver.replay import FaultConfig, SimulatorConfig
+    from quiver.replay._sim import LimitsConfig
+
     faults = FaultConfig()
     if args.faults is not None:
         from quiver._yamlspec import load_spec
 
         faults = load_spec(FaultConfig, args.faults)
     try:
-        config = SimulatorConfig(
+        return SimulatorConfig(
             host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults,
             read_timeout_s=args.read_timeout, max_connections=args.max_connections,
             max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
             max_pending_connections=args.max_pending_connections,
+            limits=LimitsConfig(requests_per_minute=args.requests_per_minute,
+                                tokens_per_minute=args.tokens_per_minute, window_s=args.limit_window),
         )
     except ValidationError as exc:
         error = exc.errors()[0]
         field = ".".join(str(p) for p in error["loc"])
         flag = _FLAGS.get(field, field)
         raise QuiverError(f"{flag}: {str(error['msg']).removeprefix('Value error, ')}") from None
-    serve(config)
-    return EXIT_OK

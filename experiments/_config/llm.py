@@ -58,7 +58,7 @@ def _simulator_config(sim: SimulatorSpec, base_dir: Path) -> tuple[SimulatorConf
         else:
             modules.append(entry)
     paths.append(str(base_dir.resolve()))
-    config = SimulatorConfig(models=modules, nondeterminism=sim.nondeterminism, faults=sim.faults)
+    config = SimulatorConfig(models=modules, nondeterminism=sim.nondeterminism, faults=sim.faults, limits=sim.limits)
     return config, paths
 
 
@@ -128,7 +128,7 @@ def open_llm(llm: LLMSpec, base_dir: Path, *, probe: bool = True) -> Iterator[LL
                 probe_endpoint(base_url)
         client = LLMClient(
             base_url=base_url, model=llm.model, api_key=key, api_key_env=llm.api_key_env,
-            timeout_s=llm.timeout_s, retry=llm.retry, params=llm.params,
+            timeout_s=llm.timeout_s, retry=llm.retry, params=llm.params, limits=llm.limits,
         )
         try:
             with endpoint_environment(base_url, client.api_key if key or llm.api_key_env else None):

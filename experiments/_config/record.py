@@ -42,8 +42,11 @@ from typing_extensions import TypedDict
 from quiver._errors import SpecError
 from quiver._trace import RedactionConfig, printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
+from quiver.replay._llm import RateLimits
+from quiver.replay._sim import LimitsConfig
 
-__all__ = ["SimulatorSpec", "RetrySpec", "SamplingParams", "LLMSpec", "FidelitySpec", "ToolsSpec", "RecordSpec",
+__all__ = ["SimulatorSpec", "RetrySpec", "LimitsSpec", "SamplingParams", "LLMSpec", "FidelitySpec", "ToolsSpec",
+           "RecordSpec",
            "load_inputs", "SEED_MAX"]
 
 SEED_MAX = 2**63 - 1
@@ -69,6 +72,11 @@ class SimulatorSpec(_Spec):
     """Rate at which a temperature-0 request takes its runner-up answer (backend noise)."""
     faults: FaultConfig = Field(default_factory=FaultConfig)
     """Injected latency, 429s, 500s, timeouts and malformed bodies."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """Rate limits per key and model, as a hosted model has them: ``requests_per_minute``,
+    ``tokens_per_minute``, the sliding ``window_s`` they are counted over (60), and
+    ``models`` with limits of their own; ``x-ratelimit-*`` headers on every answer, 429
+    with ``retry-after`` past them."""
 
 
 class RetrySpec(RetryPolicy):
@@ -86,6 +94,26 @@ class RetrySpec(RetryPolicy):
     """Longest backoff wait in seconds."""
     max_retry_after_s: float = Field(default=120.0, gt=0, le=3600)
     """Longest wait in seconds a server's Retry-After may impose."""
+
+
+class LimitsSpec(RateLimits):
+    """The endpoint's rate limits for the run's key, per model: every LLM request of the
+    run (the engine's and those captured from the pipeline's own clients, in every worker,
+    local threads and Ray actors alike) is paced to them, and to the ``x-ratelimit-*``
+    headers the endpoint sends (the lower wins); a 429 slows the whole run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True,
+                              allow_inf_nan=False)
+
+    requests_per_minute: int | None = Field(default=None, ge=1, le=100_000_000)
+    """Requests a minute the key may send to one model (None: learnt from the endpoint's
+    ``x-ratelimit-limit-requests``, when it sends it)."""
+    tokens_per_minute: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    """Tokens a minute, prompt and completion, the key may use with one model (None: as above)."""
+    pace: bool = True
+    """Pace the run to the limits; false: each call backs off on its own after a 429."""
+    utilization: float = Field(default=0.95, gt=0, le=1)
+    """The share of each limit the run aims at, in (0, 1]."""
 
 
 @with_config(ConfigDict(extra="allow", strict=True, allow_inf_nan=False, use_attribute_docstrings=True))
@@ -130,6 +158,8 @@ class LLMSpec(_Spec):
     """Per-attempt HTTP timeout in seconds, in (0, 3600]."""
     retry: RetrySpec = Field(default_factory=RetrySpec)
     """Retries on 429, 5xx, timeouts and malformed bodies."""
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    """The endpoint's rate limits: the run is paced to them (and to its ``x-ratelimit-*`` headers)."""
     params: Annotated[SamplingParams, WrapValidator(_as_given)] = Field(default_factory=lambda: SamplingParams())
     """Default sampling parameters (temperature, top_p, seed, max_tokens, ...)."""
 

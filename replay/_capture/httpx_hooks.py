@@ -21,6 +21,7 @@ synchronous and the asynchronous ``send`` alike (:func:`_drive`, :func:`_adrive`
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import functools
 import time
@@ -28,7 +29,9 @@ from collections.abc import Generator
 from types import ModuleType
 from typing import Any
 
+from quiver._interrupt import check_interrupted, wait as interruptible_wait
 from quiver._wire import SSEParser
+from quiver.replay._llm import origin_of, pacing
 
 from . import wire
 from .calls import CapturedCall
@@ -40,8 +43,9 @@ __all__ = ["patch_httpx_module"]
 _MARK = "__quiver_capture__"
 
 Exchange = Generator[tuple[str, Any], Any, Any]
-"""Yields ``("send", request)`` (answered with the response) or ``("read", response)``
-(answered once its body is read); returns the response for the caller."""
+"""Yields ``("send", request)`` (answered with the response), ``("read", response)``
+(answered once its body is read) or ``("wait", seconds)`` (a paced request's wait for
+its place); returns the response for the caller."""
 
 
 def _read(request: Any) -> bytes:
@@ -92,7 +96,7 @@ def _exchange(module: ModuleType, request: Any) -> Exchange:
     else:
         site = wire.begin(method, url)
         with wire.counted(site):
-            return (yield ("send", request))
+            return (yield from _sent(request))
     if isinstance(captured, CapturedCall):
         return (yield from _call_exchange(captured, module, request))
     return (yield from _child_exchange(captured, module, request))
@@ -106,7 +110,7 @@ def _child_exchange(captured: CapturedEmbedding | CapturedHTTP, module: ModuleTy
     site = wire.begin(request.method, str(request.url), captured.node)
     try:
         with wire.counted(site):
-            response = yield ("send", request)
+            response = yield from _sent(request)
         yield ("read", response)
     except BaseException as exc:
         captured.fail(exc)
@@ -123,7 +127,7 @@ def _call_exchange(captured: CapturedCall, module: ModuleType, request: Any) -> 
     site = wire.begin(request.method, str(request.url), wire.node_of(captured))
     try:
         with wire.counted(site):
-            response = yield ("send", _rewritten(module, request, captured.headers(), captured.request_body()))
+            response = yield from _sent(_rewritten(module, request, captured.headers(), captured.request_body()))
         if captured.stream and response.status_code < 400 and not hasattr(response, "_content"):
             response.stream = _Tee.around(module, response, captured)
             return response
@@ -137,6 +141,23 @@ def _call_exchange(captured: CapturedCall, module: ModuleType, request: Any) -> 
     captured.finish(response.status_code, response.content)
     return response
 
+
+def _sent(request: Any) -> Exchange:
+    """Send ``request``; an LLM request first waits for its place in the run's schedule
+    (:mod:`quiver.replay._llm.pacing`), and its answer is reported to it."""
+    url = str(request.url)
+    paced = pacing.ticket(_origin(url), lambda: _read(request)) if wire.llm_api(url) is not None else None
+    if paced is not None and paced.reserve() > 0:
+        yield ("wait", paced.delay)
+    response = yield ("send", request)
+    if paced is not None:
+        paced.answer(response.status_code, response.headers, getattr(response, "_content", None))
+    return response
+
+
+@functools.lru_cache(maxsize=256)
+def _origin(url: str) -> str:
+    return origin_of(url)
 
 
 class _Tee:
@@ -218,7 +239,11 @@ def _drive(gen: Exchange, send: Any) -> Any:
         step = next(gen)
         while True:
             try:
-                result = send(step[1]) if step[0] == "send" else step[1].read()
+                if step[0] == "wait":
+                    interruptible_wait(step[1])
+                    result = None
+                else:
+                    result = send(step[1]) if step[0] == "send" else step[1].read()
             except BaseException as exc:
                 step = gen.throw(exc)
             else:
@@ -233,13 +258,26 @@ async def _adrive(gen: Exchange, send: Any) -> Any:
         step = next(gen)
         while True:
             try:
-                result = await send(step[1]) if step[0] == "send" else await step[1].aread()
+                if step[0] == "wait":
+                    await _async_wait(step[1])
+                    result = None
+                else:
+                    result = await send(step[1]) if step[0] == "send" else await step[1].aread()
             except BaseException as exc:
                 step = gen.throw(exc)
             else:
                 step = gen.send(result)
     except StopIteration as stop:
         return stop.value
+
+
+async def _async_wait(seconds: float) -> None:
+    """Wait ``seconds`` without holding the event loop; cut short by an interrupt (raising)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        check_interrupted()
+        await asyncio.sleep(min(left, 0.1))
+    check_interrupted()
 
 
 def patch_httpx_module(module: ModuleType) -> bool:

@@ -13,8 +13,10 @@ from typing import Any
 
 from quiver._errors import QuiverError
 from quiver._trace import Redactor, output_redactor
+from quiver.replay._llm import RateLimits, origin_of
 
 from .base import DoneFn, Executor, ReplayContext, ReplayJob, StopFn, executor, run_jobs
+from .pacing import Coordination, coordinate, start_coordinator, use_coordinator
 
 __all__ = ["RayExecutor"]
 
@@ -45,10 +47,13 @@ class _ReplayActor:
 
         self._redactors: dict[str, Redactor] = {}
 
-    def replay(self, context: ReplayContext, jobs: list[ReplayJob]) -> dict[str, Any]:
-        """Replay ``jobs`` in turn; report which node ran them and how long it took."""
+    def replay(self, context: ReplayContext, jobs: list[ReplayJob], pace: Coordination | None = None) -> dict[str, Any]:
+        """Replay ``jobs`` in turn, their LLM requests paced at the run's coordinator
+        (``pace``, when the run paces); report which node ran them and how long it took."""
         import ray
 
+        if pace is not None:
+            use_coordinator(pace)
         redactor = self._redactor(context)
         start = time.perf_counter()
         try:
@@ -97,6 +102,11 @@ class RayExecutor(Executor):
     the rounds of an adaptive ladder, one :meth:`run` each, share them; a :meth:`run`
     that fails stops them.
 
+    Their LLM requests are paced to the endpoint's rate limits (the context's
+    ``llm.limits`` and the endpoint's ``x-ratelimit-*`` headers) from one schedule, held
+    by a coordinator actor started with them (:mod:`.pacing`): the limit is the run's, not
+    each actor's.
+
     Args:
         address: A cluster to connect to (``ray://...`` or ``host:port``); None starts
             or reuses a local instance.
@@ -144,6 +154,7 @@ class RayExecutor(Executor):
         self.warmup_s = 0.0
         """Seconds from the start of the last run until every actor had returned a batch."""
         self._handles: list[Any] = []
+        self._coordinator: Any = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> RayExecutor:
@@ -193,10 +204,14 @@ class RayExecutor(Executor):
         )
         redaction = output_redactor().to_json()  # the built-in rules and the secrets the run's redactors hold
         self._handles = [cls.remote(redaction) for _ in range(n)]
+        self._coordinator = start_coordinator(ray)
 
     def close(self) -> None:
         """Stop the actors."""
         handles, self._handles = self._handles, []
+        if self._coordinator is not None:
+            handles.append(self._coordinator)
+            self._coordinator = None
         if handles:
             import ray
 
@@ -212,6 +227,7 @@ class RayExecutor(Executor):
         queue_per_actor = 2 * self.threads
         limit = self.max_in_flight or n * queue_per_actor
         context_ref = ray.put(context)
+        pace = self._coordinate(ray, context)
         sizer = _BatchSizer(self.batch_size, self.task_seconds, n * self.threads)
         todo = deque(jobs)
         outstanding = [0] * n
@@ -220,7 +236,7 @@ class RayExecutor(Executor):
         pending: dict[Any, tuple[int, list[ReplayJob], int]] = {}
 
         def submit(i: int, batch: list[ReplayJob], resubmitted: int) -> None:
-            pending[actors[i].replay.remote(context_ref, batch)] = (i, batch, resubmitted)
+            pending[actors[i].replay.remote(context_ref, batch, pace)] = (i, batch, resubmitted)
             outstanding[i] += 1
 
         def fill() -> None:
@@ -273,6 +289,16 @@ class RayExecutor(Executor):
         except BaseException:
             self.close()  # batches may be in flight: stop them
             raise
+
+    def _coordinate(self, ray: Any, context: ReplayContext) -> Coordination | None:
+        """The run's pacing at the coordinator (:mod:`.pacing`), unless the run does not pace."""
+        limits = RateLimits.model_validate(context.llm.get("limits") or {})
+        base_url = context.llm.get("base_url")
+        if not limits.pace or not base_url:
+            return None
+        if self._coordinator is None:
+            self._coordinator = start_coordinator(ray)
+        return coordinate(self._coordinator, origin_of(str(base_url)), limits)
 
 
 class _BatchSizer:

@@ -4,11 +4,13 @@
 * ``contract``: one chat call as the trace records it, and as a replay serves it;
 * ``current``: the client, request overrides and cache switch in force in a context;
 * ``cache``: responses cached on disk by request and sample key;
-* ``health``: an endpoint that stopped answering, noticed within seconds.
+* ``health``: an endpoint that stopped answering, noticed within seconds;
+* ``pacing``: a run's requests paced to the endpoint's rate limits, all workers at once.
 """
 
 from __future__ import annotations
 
+from . import pacing
 from .cache import ResponseCache
 from .client import LLMClient, MalformedCompletion, RetryPolicy
 from .contract import PARAM_NAMES, CallCounter, ChatResult, PendingChat
@@ -35,8 +37,11 @@ from .health import (
     trace_scope,
     trace_verdict,
 )
+from .pacing import RateLimits
 
 __all__ = [
+    "pacing",
+    "RateLimits",
     "ResponseCache",
     "EndpointDown",
     "SeenEndpoints",

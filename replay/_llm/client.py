@@ -56,10 +56,12 @@ from quiver._wire import CHAT
 from quiver.replay._instrument import Template
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
+from . import pacing
 from .cache import ResponseCache
 from .contract import OPTION_NAMES, PARAM_NAMES, ChatResult, PendingChat, build_prompt, swapped_prompt
 from .current import current_overrides, engine_request, response_cache_enabled
 from .health import DEFAULT_UNREACHABLE_S, endpoints, is_connection_failure, origin_of
+from .pacing import RateLimits
 
 __all__ = ["RetryPolicy", "LLMClient", "MalformedCompletion"]
 
@@ -163,6 +165,11 @@ class LLMClient:
         cache: A :class:`~quiver.replay.ResponseCache`: a call that carries a sample key
             is answered from it when the same request with the same key was answered
             before (see :func:`use_response_cache`).
+        limits: The endpoint's rate limits (:class:`~quiver.replay._llm.pacing.RateLimits`,
+            or its fields): every LLM request this process sends to the endpoint, this
+            client's and those captured at the transport, is paced to them and to what the
+            endpoint's ``x-ratelimit-*`` headers say (None: to the headers alone, unless
+            limits were given for the endpoint before in this process).
     """
 
     def __init__(
@@ -176,6 +183,7 @@ class LLMClient:
         retry: RetryPolicy | None = None,
         params: Mapping[str, Any] | None = None,
         cache: ResponseCache | None = None,
+        limits: RateLimits | Mapping[str, Any] | None = None,
     ) -> None:
         if api_key is None and api_key_env:
             api_key = os.environ.get(api_key_env)
@@ -193,6 +201,9 @@ class LLMClient:
         self.cache = cache
         self.origin = origin_of(base_url)
         endpoints.set_bound(self.origin, self.retry.unreachable_s)
+        given = limits if isinstance(limits, RateLimits) or limits is None else RateLimits.model_validate(limits)
+        pacing.configure(self.origin, given)  # None: the headers alone, unless limits were given before
+        self.limits = given or RateLimits()
         # Synchronous calls go round several SDK clients, each with its own connection
         # pool: httpcore's pool scans all its connections and waiting requests on every
         # request and release, so one pool shared by 64 threads costs about 12% more CPU

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from .limits import LimitsConfig, ModelLimits
 from .models import (
     Fields,
     Fixed,
@@ -48,6 +49,8 @@ __all__ = [
     "request_digest",
     "LatencyConfig",
     "FaultConfig",
+    "LimitsConfig",
+    "ModelLimits",
     "SimulatorConfig",
     "check_loopback",
     "Simulator",

@@ -112,8 +112,18 @@ from quiver._wire import CHAT, RESPONSES, encode_sse
 
 from .formats import ROUTES, ResponseStore, Route, answer_of, chat_body, embeddings_body, remember
 from .handler import _Server
+from .limits import Admission, LimitsConfig, RateLimiter
 from .models import SimRequest, SimRequestError, complete, load_model_modules, request_digest
-from .wire import _completion_body, _decode_body, _HTTPError, _json_bytes, _retry_headers, _sim_request, _usage
+from .wire import (
+    _completion_body,
+    _decode_body,
+    _HTTPError,
+    _json_bytes,
+    _retry_headers,
+    _sim_request,
+    _usage,
+    _word_count,
+)
 
 if TYPE_CHECKING:
     from .handler import _Handler
@@ -274,6 +284,10 @@ class SimulatorConfig(BaseModel):
     faults: FaultConfig = FaultConfig()
     """Injected faults and latency."""
 
+    limits: LimitsConfig = LimitsConfig()
+    """Rate limits per key and model over a sliding window, with ``x-ratelimit-*``
+    headers on every answer and 429 past them (:mod:`~quiver.replay._sim.limits`)."""
+
     read_timeout_s: float = 30.0
     """How long a connection may send nothing, in seconds, before it is closed: at once
     when it was idle between requests (keep-alive), with a 408 when it stalled inside a
@@ -410,6 +424,7 @@ class Simulator:
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.config = config if config is not None else SimulatorConfig()
         self._faults = _FaultStream(self.config.faults)
+        self._limiter = RateLimiter(self.config.limits) if self.config.limits.enabled else None
         self._store = ResponseStore()
         self._stats = _Stats()
         self._stopping = threading.Event()
@@ -476,8 +491,14 @@ class Simulator:
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/v1"
 
     def stats(self) -> dict[str, int]:
-        """Counts of chat completion attempts by outcome, and ``requests`` in all."""
+        """Counts of chat completion attempts by outcome, and ``requests`` in all
+        (``rate_limited``: the 429s of injected faults and of the rate limits alike)."""
         return self._stats.snapshot()
+
+    def limit_stats(self) -> dict[str, dict[str, float]]:
+        """What the rate limits counted, by model (:attr:`~quiver.replay._sim.limits.RateLimiter.stats`;
+        empty without limits)."""
+        return self._limiter.snapshot() if self._limiter is not None else {}
 
     def _bound(self) -> tuple[Any, ...]:
         if self._server is None:
@@ -495,12 +516,23 @@ class Simulator:
             self._stats.add("bad_request")
             handler._send(err.status, err.body_for(route.format is not None and route.format.name == "messages"))
             return
+        admission = self._admit(handler, job)
+        if admission is not None and not admission.admitted:
+            self._stats.add("rate_limited")
+            refusal = _HTTPError(429, "Rate limit reached for requests or tokens of this model (simulated limit).",
+                                 type="requests", code="rate_limit_exceeded")
+            handler._send_bytes(429, _json_bytes(refusal.body_for(_anthropic(route))),
+                                {**admission.headers, **_retry_headers(admission.retry_after_s)})
+            return
         outcome, latency_s = self._faults.draw()
         if outcome == "timeout":
             self._stats.add("timeout")
             self._hang(handler)
             return
         status, chunks, headers = self._respond(job, outcome)
+        if admission is not None:
+            admission.used(job.completion_tokens)
+            headers = {**admission.headers, **(headers or {})}
         if self._stopping.wait(max(0.0, arrived + latency_s - time.monotonic())):
             handler.close_connection = True
         elif job.stream and status == 200:
@@ -522,6 +554,15 @@ class Simulator:
         chat["model"] = self.config.aliases.get(shown, shown)
         return _Job(route, body, shown, _sim_request(chat, sample_key), chat, bool(body.get("stream")))
 
+    def _admit(self, handler: _Handler, job: _Job) -> Admission | None:
+        """The rate limits' verdict on a request (None without limits)."""
+        if self._limiter is None:
+            return None
+        auth = handler.headers.get("Authorization") or ""
+        key = auth.removeprefix("Bearer ").strip() if auth else (handler.headers.get("x-api-key") or "")
+        text = job.req.text if job.req is not None else str(job.body.get("input", ""))
+        return self._limiter.admit(key, job.shown, _word_count(text))
+
     def _hang(self, handler: _Handler) -> None:
         handler.close_connection = True
         self._stopping.wait(self.config.faults.timeout_hang_s)
@@ -529,7 +570,7 @@ class Simulator:
     def _respond(self, job: _Job, outcome: Outcome) -> tuple[int, list[bytes], dict[str, str] | None]:
         """The answer to send for ``outcome``: status, body (one chunk, or a stream's
         events) and extra headers."""
-        anthropic = job.route.format is not None and job.route.format.name == "messages"
+        anthropic = _anthropic(job.route)
         if outcome == "rate_limited":
             self._stats.add("rate_limited")
             err = _HTTPError(429, "Rate limit reached (simulated fault).", type="requests",
@@ -566,6 +607,7 @@ class Simulator:
             return [_json_bytes(embeddings_body(job.body, job.shown))]
         assert job.req is not None
         choices = complete(job.req, self.config.nondeterminism)
+        job.completion_tokens = _usage(job.req, choices)["completion_tokens"]
         if fmt is CHAT and not job.stream:
             completion = _completion_body(job.req, choices)
             completion["model"] = job.shown
@@ -587,3 +629,8 @@ class _Job:
     def __init__(self, route: Route, body: dict[str, Any], shown: str, req: SimRequest | None,
                  chat: dict[str, Any], stream: bool) -> None:
         self.route, self.body, self.shown, self.req, self.chat, self.stream = route, body, shown, req, chat, stream
+        self.completion_tokens = 0
+
+
+def _anthropic(route: Route) -> bool:
+    return route.format is not None and route.format.name == "messages"

@@ -509,11 +509,21 @@ def _kill_one_ray_batch(stop: threading.Event, killed: list[int]) -> None:
 def test_ray_gives_the_same_pairs_and_numbers_with_a_worker_killed_mid_task(
     baseline: Path, reference: Path, tmp_path: Path, ray_instance: Any
 ) -> None:
+    """Also paced: against a simulator allowing 50 requests a second per model (over a
+    1 s window), the actors share one schedule at 30 a second through the run's
+    coordinator, so no attempt meets a 429 (every answered request counts as an LLM
+    call: a 429 would change the numbers); actors pacing each on its own would not."""
+    spec = _spec(tmp_path, baseline, "run", executor="ray")
+    spec.write_text(spec.read_text().replace(
+        "    nondeterminism: 0.15\n",
+        "    nondeterminism: 0.15\n    limits: {requests_per_minute: 3000, window_s: 1}\n",
+    ).replace("  model: support-bot-planner\n",
+              "  model: support-bot-planner\n  limits: {requests_per_minute: 3000, utilization: 0.6}\n"))
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_one_ray_batch, args=(stop, killed))
     killer.start()
     try:
-        result = run_campaign(_spec(tmp_path, baseline, "run", executor="ray"), progress_stream=None)
+        result = run_campaign(spec, progress_stream=None)
     finally:
         stop.set()
         killer.join()
