@@ -20,8 +20,11 @@ import functools
 import importlib
 from typing import Any
 
+from quiver.replay._llm import pacing
+
 from . import wire
 from .calls import CapturedChat, wants_capture
+from .httpx_hooks import paced
 
 __all__ = ["patch_dspy"]
 
@@ -37,6 +40,12 @@ def _headers(request: Any, captured: CapturedChat) -> list[tuple[str, str]]:
 
 def _rewritten(request: Any, captured: CapturedChat) -> Any:
     return dataclasses.replace(request, headers=_headers(request, captured), body=captured.request_body())
+
+
+def _answered(place: pacing.Ticket | None, response: Any, content: bytes) -> None:
+    """Report a paced request's answer to the run's schedule."""
+    if place is not None:
+        place.answer(response.status, {str(k).lower(): v for k, v in response.headers}, content)
 
 
 def patch_dspy() -> bool:
@@ -79,12 +88,17 @@ def patch_dspy() -> bool:
         if body is not None:
             return whole(200, "OK", _JSON, "HTTP/1.1", body)
         site = wire.begin(request.method, request.url, wire.node_of(captured))
+        rewritten = _rewritten(request, captured)
+        place = paced(request.url, lambda: rewritten.body)
         try:
-            with wire.counted(site), original_sync(self, _rewritten(request, captured)) as response:
+            if place is not None:
+                place.wait()
+            with wire.counted(site), original_sync(self, rewritten) as response:
                 content = response.read()
         except BaseException as exc:
             captured.fail(exc)
             raise
+        _answered(place, response, content)
         captured.finish(response.status, content)
         return whole(response.status, response.reason, response.headers, response.http_version, content)
 
@@ -93,13 +107,18 @@ def patch_dspy() -> bool:
         if body is not None:
             return whole_async(200, "OK", _JSON, "HTTP/1.1", body)
         site = wire.begin(request.method, request.url, wire.node_of(captured))
+        rewritten = _rewritten(request, captured)
+        place = paced(request.url, lambda: rewritten.body)
         try:
+            if place is not None:
+                await place.await_place()
             with wire.counted(site):
-                async with original_async(self, _rewritten(request, captured)) as response:
+                async with original_async(self, rewritten) as response:
                     content = await response.read()
         except BaseException as exc:
             captured.fail(exc)
             raise
+        _answered(place, response, content)
         captured.finish(response.status, content)
         return whole_async(response.status, response.reason, response.headers, response.http_version, content)
 

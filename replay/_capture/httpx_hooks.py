@@ -21,15 +21,14 @@ synchronous and the asynchronous ``send`` alike (:func:`_drive`, :func:`_adrive`
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from types import ModuleType
 from typing import Any
 
-from quiver._interrupt import check_interrupted, wait as interruptible_wait
+from quiver._interrupt import wait as interruptible_wait
 from quiver._wire import SSEParser
 from quiver.replay._llm import origin_of, pacing
 
@@ -38,7 +37,7 @@ from .calls import CapturedCall
 from .embeds import CapturedEmbedding
 from .http_steps import CapturedHTTP
 
-__all__ = ["patch_httpx_module"]
+__all__ = ["patch_httpx_module", "paced"]
 
 _MARK = "__quiver_capture__"
 
@@ -145,19 +144,24 @@ def _call_exchange(captured: CapturedCall, module: ModuleType, request: Any) -> 
 def _sent(request: Any) -> Exchange:
     """Send ``request``; an LLM request first waits for its place in the run's schedule
     (:mod:`quiver.replay._llm.pacing`), and its answer is reported to it."""
-    url = str(request.url)
-    paced = pacing.ticket(_origin(url), lambda: _read(request)) if wire.llm_api(url) is not None else None
-    if paced is not None and paced.reserve() > 0:
-        yield ("wait", paced.delay)
+    place = paced(str(request.url), lambda: _read(request))
+    if place is not None and place.reserve() > 0:
+        yield ("wait", place.delay)
     response = yield ("send", request)
-    if paced is not None:
-        paced.answer(response.status_code, response.headers, getattr(response, "_content", None))
+    if place is not None:
+        place.answer(response.status_code, response.headers, getattr(response, "_content", None))
     return response
 
 
 @functools.lru_cache(maxsize=256)
 def _origin(url: str) -> str:
     return origin_of(url)
+
+
+def paced(url: str, body: Callable[[], bytes]) -> pacing.Ticket | None:
+    """The place in the run's schedule of a request to ``url`` (None: not an LLM
+    request, or its endpoint is not paced)."""
+    return pacing.ticket(_origin(url), body) if wire.llm_api(url) is not None else None
 
 
 class _Tee:
@@ -259,7 +263,7 @@ async def _adrive(gen: Exchange, send: Any) -> Any:
         while True:
             try:
                 if step[0] == "wait":
-                    await _async_wait(step[1])
+                    await pacing.async_wait(step[1])
                     result = None
                 else:
                     result = await send(step[1]) if step[0] == "send" else await step[1].aread()
@@ -269,15 +273,6 @@ async def _adrive(gen: Exchange, send: Any) -> Any:
                 step = gen.send(result)
     except StopIteration as stop:
         return stop.value
-
-
-async def _async_wait(seconds: float) -> None:
-    """Wait ``seconds`` without holding the event loop; cut short by an interrupt (raising)."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        check_interrupted()
-        await asyncio.sleep(min(left, 0.1))
-    check_interrupted()
 
 
 def patch_httpx_module(module: ModuleType) -> bool:

@@ -28,6 +28,7 @@ worker process asks one coordinator actor instead (:func:`use_remote`).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -36,8 +37,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quiver._interrupt import check_interrupted, wait as interruptible_wait
+
 __all__ = ["RateLimits", "Bucket", "Pacer", "Ticket", "RemoteBackend", "pacer", "ticket", "use_remote",
-           "configure", "parse_reset", "usage_tokens", "LIMIT_HEADERS"]
+           "configure", "parse_reset", "usage_tokens", "async_wait", "LIMIT_HEADERS"]
 
 LIMIT_HEADERS = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
                  "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
@@ -381,6 +384,16 @@ class Ticket:
             self.delay, self.estimate = self._backend.reserve(self.origin, self.model, self.raw, self.max_tokens)
         return self.delay
 
+    def wait(self) -> None:
+        """Take the request's place and wait for it (cut short by an interrupt, raising)."""
+        if self.reserve() > 0:
+            interruptible_wait(self.delay)
+
+    async def await_place(self) -> None:
+        """:meth:`wait` without holding the event loop."""
+        if self.reserve() > 0:
+            await async_wait(self.delay)
+
     def answer(self, status: int, headers: Any, body: bytes | None) -> None:
         """What the endpoint answered: its status, headers and (when read) body."""
         found = {name: headers.get(name) for name in LIMIT_HEADERS if headers.get(name) is not None}
@@ -394,6 +407,15 @@ class Ticket:
             if usage is not None:
                 report.update(prompt=usage[0], total=usage[1], raw=self.raw, estimate=self.estimate)
         self._backend.answered(self.origin, self.model, report)
+
+
+async def async_wait(seconds: float) -> None:
+    """Wait ``seconds`` without holding the event loop; cut short by an interrupt (raising)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        check_interrupted()
+        await asyncio.sleep(min(left, 0.1))
+    check_interrupted()
 
 
 def _retry_after(headers: Any) -> float | None:
