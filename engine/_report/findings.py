@@ -255,6 +255,8 @@ def _effect(p: PerturbationEstimates) -> Finding | None:
     eff = p.stratum("effective")
     link = perturbation_anchor(p.id)
     if eff.n == 0:
+        if not p.counts.noop:  # nothing ran to an end: the failures' finding says why
+            return None
         return (action(p).t(" (").c(p.id).t(f") never changed its target: all {fmt_n(p.counts.noop)} ok pairs were "
                                              "no-op").done("effect", link, perturbation=p.id, event=None, value=None))
     if top is None:

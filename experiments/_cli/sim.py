@@ -19,6 +19,8 @@ _FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connecti
           "limits.requests_per_minute": "--requests-per-minute", "limits.tokens_per_minute": "--tokens-per-minute",
           "limits.window_s": "--limit-window"}
 """The flag that sets a SimulatorConfig field, for error messages."""
+_FLAGS.update({field.removeprefix("limits."): flag for field, flag in _FLAGS.items() if field.startswith("limits.")})
+"""(The limits are validated on their own, before the simulator's configuration, so their fields carry no prefix.)"""
 
 
 def add_parser(sub: Any) -> None:

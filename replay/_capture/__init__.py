@@ -43,9 +43,21 @@ if TYPE_CHECKING:  # loaded on first use (they read traces or load the client; a
     from .unseen import unseen_llm_calls, unseen_llm_nodes, unseen_llm_warning
     from .wire import merge_unaccounted, stray_requests, unaccounted_json, unaccounted_lines
 
-__all__ = ["install", "installed_hooks", "capture_stats", "http_tools", "http_tools_setting", "HTTP_TOOLS_TAG",
-            "unseen_llm_calls", "unseen_llm_nodes",
-           "unseen_llm_warning", "merge_unaccounted", "stray_requests", "unaccounted_json", "unaccounted_lines"]
+__all__ = [
+    "install",
+    "installed_hooks",
+    "capture_stats",
+    "http_tools",
+    "http_tools_setting",
+    "HTTP_TOOLS_TAG",
+    "unseen_llm_calls",
+    "unseen_llm_nodes",
+    "unseen_llm_warning",
+    "merge_unaccounted",
+    "stray_requests",
+    "unaccounted_json",
+    "unaccounted_lines",
+]
 
 _installed: list[str] = []
 

@@ -103,8 +103,10 @@ def _prompt(request: WireRequest) -> PromptInfo:
     """The prompt as the trace records it: each message's role and text, and one
     fragment hash per message over the piece of the body behind it (tool calls, names
     and content parts included, so that two requests that differ only there differ)."""
-    return PromptInfo(assembled=[Message(role=r, content=t) for r, t in request.messages],
-                      fragments=[content_hash(p) for p in request.parts])
+    return PromptInfo(
+        assembled=[Message(role=r, content=t) for r, t in request.messages],
+        fragments=[content_hash(p) for p in request.parts],
+    )
 
 
 class CapturedCall:
@@ -173,9 +175,12 @@ class CapturedCall:
         response = record.response if record is not None else None
         fingerprint = tags.get("system_fingerprint")
         return Answer(
-            text=result.content, tool_calls=list(tags.get("tool_calls") or []),
-            finish_reason=response.finish_reason if response is not None else None, usage=result.usage,
-            logprobs=result.logprobs, model=result.model or self.call.model,
+            text=result.content,
+            tool_calls=list(tags.get("tool_calls") or []),
+            finish_reason=response.finish_reason if response is not None else None,
+            usage=result.usage,
+            logprobs=result.logprobs,
+            model=result.model or self.call.model,
             id=wire.get("id") or "chatcmpl-quiver-" + (self.call.sample_key or "served"),
             extra={"system_fingerprint": fingerprint} if fingerprint else {},
         )
@@ -267,8 +272,9 @@ class CapturedCall:
             return
         answer = assembler.answer()
         if answer is None:
-            self.fail(LLMUnavailable(f"the stream of {self.url} held no {self.fmt.api} answer "
-                                     f"({assembler.events} event(s))"))
+            self.fail(
+                LLMUnavailable(f"the stream of {self.url} held no {self.fmt.api} answer ({assembler.events} event(s))")
+            )
             return
         if self.call.record is not None:
             self.call.record.tags["stream"] = timing

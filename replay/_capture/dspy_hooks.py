@@ -20,7 +20,7 @@ import functools
 import importlib
 from typing import Any
 
-from quiver.replay._llm import pacing
+from quiver.replay._llm import Ticket
 
 from . import wire
 from .calls import CapturedChat, wants_capture
@@ -42,7 +42,7 @@ def _rewritten(request: Any, captured: CapturedChat) -> Any:
     return dataclasses.replace(request, headers=_headers(request, captured), body=captured.request_body())
 
 
-def _answered(place: pacing.Ticket | None, response: Any, content: bytes) -> None:
+def _answered(place: Ticket | None, response: Any, content: bytes) -> None:
     """Report a paced request's answer to the run's schedule."""
     if place is not None:
         place.answer(response.status, {str(k).lower(): v for k, v in response.headers}, content)
@@ -62,8 +62,14 @@ def patch_dspy() -> bool:
     original_sync, original_async = StdlibTransport.stream, StdlibAsyncTransport.stream
 
     def whole(status: int, reason: str, headers: list[tuple[str, str]], version: str, body: bytes) -> Any:
-        return TransportResponse(status=status, reason=reason, headers=headers, http_version=version,
-                                 chunks=iter([body]), release=lambda consumed: None)
+        return TransportResponse(
+            status=status,
+            reason=reason,
+            headers=headers,
+            http_version=version,
+            chunks=iter([body]),
+            release=lambda consumed: None,
+        )
 
     async def _no_release(consumed: bool) -> None:
         return None
@@ -72,8 +78,14 @@ def patch_dspy() -> bool:
         yield body
 
     def whole_async(status: int, reason: str, headers: list[tuple[str, str]], version: str, body: bytes) -> Any:
-        return AsyncTransportResponse(status=status, reason=reason, headers=headers, http_version=version,
-                                      chunks=_chunks(body), release=_no_release)
+        return AsyncTransportResponse(
+            status=status,
+            reason=reason,
+            headers=headers,
+            http_version=version,
+            chunks=_chunks(body),
+            release=_no_release,
+        )
 
     @functools.wraps(original_sync)
     def stream(self: Any, request: Any) -> Any:
@@ -131,8 +143,11 @@ def patch_dspy() -> bool:
         captured = CapturedChat.begin(request.method, request.url, lambda: request.body)
         if captured is None:
             site = wire.begin(request.method, request.url)
-            return original_async(self, request) if site is None else _AsyncResponse(
-                lambda: counted_async(self, request, site))
+            return (
+                original_async(self, request)
+                if site is None
+                else _AsyncResponse(lambda: counted_async(self, request, site))
+            )
         return _AsyncResponse(lambda: captured_async(self, request, captured))
 
     _patch_cache(cache.Cache)

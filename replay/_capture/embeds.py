@@ -35,9 +35,15 @@ class CapturedEmbedding(CapturedChild):
     """One captured embeddings request."""
 
     def __init__(self, request: EmbeddingRequest, url: str) -> None:
-        super().__init__("embeddings", "retrieval", {
-            "model": request.model, "inputs": [content_hash(i) for i in request.inputs], "params": request.params,
-        })
+        super().__init__(
+            "embeddings",
+            "retrieval",
+            {
+                "model": request.model,
+                "inputs": [content_hash(i) for i in request.inputs],
+                "params": request.params,
+            },
+        )
         self.request = request
         self.url = url
         if self.record is not None:
@@ -46,8 +52,11 @@ class CapturedEmbedding(CapturedChild):
     @classmethod
     def begin(cls, method: str, url: str, read_body: Callable[[], bytes]) -> CapturedEmbedding | None:
         """A captured call for an embeddings request inside a trace, else None."""
-        if not wants_capture() or method.upper() != "POST" \
-                or not urllib.parse.urlsplit(url).path.rstrip("/").endswith(EMBEDDINGS.suffix):
+        if (
+            not wants_capture()
+            or method.upper() != "POST"
+            or not urllib.parse.urlsplit(url).path.rstrip("/").endswith(EMBEDDINGS.suffix)
+        ):
             return None
         try:
             body = json.loads(read_body())
@@ -82,10 +91,13 @@ class CapturedEmbedding(CapturedChild):
             return
         record = self.record
         if record is not None:
-            record.model = ModelInfo(name=self.request.model, version=answer.model,
-                                     params=to_jsonable(self.request.params))
-            record.retrieval = [RetrievalDoc(doc_id=str(i), content_hash=content_hash(text), rank=i)
-                                for i, text in enumerate(self.request.inputs)]
+            record.model = ModelInfo(
+                name=self.request.model, version=answer.model, params=to_jsonable(self.request.params)
+            )
+            record.retrieval = [
+                RetrievalDoc(doc_id=str(i), content_hash=content_hash(text), rank=i)
+                for i, text in enumerate(self.request.inputs)
+            ]
             record.tags[EMBEDDINGS_TAG] = {"vectors": answer.vectors, "usage": answer.usage}
         output: Any = {"model": answer.model, "vectors": [content_hash(v) for v in answer.vectors]}
         self.close(output)

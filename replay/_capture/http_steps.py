@@ -93,8 +93,11 @@ class CapturedHTTP(CapturedChild):
     """One HTTP request recorded as a tool call."""
 
     def __init__(self, method: str, url: str, body: bytes) -> None:
-        self.args = {"method": method.upper(), "url": url, "body": content_hash(body.decode("utf-8", "replace"))
-                     if body else None}
+        self.args = {
+            "method": method.upper(),
+            "url": url,
+            "body": content_hash(body.decode("utf-8", "replace")) if body else None,
+        }
         host = urllib.parse.urlsplit(url).netloc or "?"
         self.name = f"http {host}"
         super().__init__(self.name, "tool", self.args)
@@ -126,8 +129,9 @@ class CapturedHTTP(CapturedChild):
         except UnicodeDecodeError:
             response["body_base64"] = base64.b64encode(content).decode("ascii")
         if self.record is not None:
-            self.record.tool = ToolStep(name=self.name, args=self.args, response=response,
-                                        response_hash=content_hash(response))
+            self.record.tool = ToolStep(
+                name=self.name, args=self.args, response=response, response_hash=content_hash(response)
+            )
         if status >= 500:
             self.close(response, LLMUnavailable(f"{self.url} answered HTTP {status}"))
             return
@@ -147,8 +151,9 @@ def patch_requests(module: Any) -> bool:
 
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         body = request.body.encode() if isinstance(request.body, str) else request.body
-        captured = CapturedHTTP.begin(request.method or "GET", request.url or "",
-                                      lambda: body if isinstance(body, bytes) else b"")
+        captured = CapturedHTTP.begin(
+            request.method or "GET", request.url or "", lambda: body if isinstance(body, bytes) else b""
+        )
         if captured is None:
             return original(self, request, *args, **kwargs)
         served = captured.served()

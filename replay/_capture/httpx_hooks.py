@@ -30,7 +30,7 @@ from typing import Any
 
 from quiver._interrupt import wait as interruptible_wait
 from quiver._wire import SSEParser
-from quiver.replay._llm import origin_of, pacing
+from quiver.replay._llm import Ticket, origin_of, pacing_ticket, pacing_wait
 
 from . import wire
 from .calls import CapturedCall
@@ -55,14 +55,23 @@ def _read(request: Any) -> bytes:
 
 
 def _rewritten(module: ModuleType, request: Any, headers: dict[str, str], content: bytes) -> Any:
-    kept = [(k, v) for k, v in request.headers.multi_items()
-            if k.lower() != "content-length" and k.lower() not in {h.lower() for h in headers}]
-    return module.Request(request.method, request.url, headers=kept + list(headers.items()), content=content,
-                          extensions=request.extensions)
+    kept = [
+        (k, v)
+        for k, v in request.headers.multi_items()
+        if k.lower() != "content-length" and k.lower() not in {h.lower() for h in headers}
+    ]
+    return module.Request(
+        request.method,
+        request.url,
+        headers=kept + list(headers.items()),
+        content=content,
+        extensions=request.extensions,
+    )
 
 
-def _response(module: ModuleType, request: Any, status: int, content_type: str, chunks: list[bytes],
-              stream: bool) -> Any:
+def _response(
+    module: ModuleType, request: Any, status: int, content_type: str, chunks: list[bytes], stream: bool
+) -> Any:
     """A response made here (served from a recording): a stream's events one chunk each."""
     headers = {"content-type": content_type}
     if stream:
@@ -158,10 +167,10 @@ def _origin(url: str) -> str:
     return origin_of(url)
 
 
-def paced(url: str, body: Callable[[], bytes]) -> pacing.Ticket | None:
+def paced(url: str, body: Callable[[], bytes]) -> Ticket | None:
     """The place in the run's schedule of a request to ``url`` (None: not an LLM
     request, or its endpoint is not paced)."""
-    return pacing.ticket(_origin(url), body) if wire.llm_api(url) is not None else None
+    return pacing_ticket(_origin(url), body) if wire.llm_api(url) is not None else None
 
 
 class _Tee:
@@ -263,7 +272,7 @@ async def _adrive(gen: Exchange, send: Any) -> Any:
         while True:
             try:
                 if step[0] == "wait":
-                    await pacing.async_wait(step[1])
+                    await pacing_wait(step[1])
                     result = None
                 else:
                     result = await send(step[1]) if step[0] == "send" else await step[1].aread()

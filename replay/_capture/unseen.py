@@ -25,8 +25,11 @@ def unseen_llm_calls(trace: Trace) -> list[NodeCall]:
     """The ``llm`` calls of ``trace`` that recorded no LLM call, themselves or under them."""
     holding = [c.call_path for c in trace.calls if c.model is not None or c.response is not None]
     return [
-        c for c in trace.calls
-        if c.kind == "llm" and c.model is None and c.response is None
+        c
+        for c in trace.calls
+        if c.kind == "llm"
+        and c.model is None
+        and c.response is None
         and not any(p == c.call_path or p.startswith(c.call_path + "/") for p in holding)
     ]
 

@@ -39,8 +39,20 @@ from typing import Any
 from quiver.replay._instrument import Wire, active_recordings, current_builder, current_call
 from quiver.replay._llm import engine_request_node, in_engine_request
 
-__all__ = ["Wire", "Site", "LLM_PATHS", "llm_api", "endpoint_of", "begin", "counted", "node_of",
-           "stray_requests", "merge_unaccounted", "unaccounted_json", "unaccounted_lines"]
+__all__ = [
+    "Wire",
+    "Site",
+    "LLM_PATHS",
+    "llm_api",
+    "endpoint_of",
+    "begin",
+    "counted",
+    "node_of",
+    "stray_requests",
+    "merge_unaccounted",
+    "unaccounted_json",
+    "unaccounted_lines",
+]
 
 LLM_PATHS = (
     ("/chat/completions", "chat completions"),
@@ -165,10 +177,15 @@ def unaccounted_lines(unaccounted: Mapping[tuple[str, str], int], what: str) -> 
     for (node, endpoint), n in sorted(unaccounted.items(), key=lambda kv: (-kv[1], kv[0])):
         path = endpoint.split(" ", 1)[-1]
         api = llm_api("http://" + path)
-        why = (f"an LLM API ({api}) the engine does not record: its calls are not served on replay nor "
-               "perturbed, and go to the endpoint again on every replay" if api is not None else
-               "HTTP from a node whose output a replay does not serve: it is sent again on every replay "
-               "(give the node kind='tool' to have it recorded and served)")
-        lines.append(f"node {node!r} sent {n:,} request(s) to {endpoint} during the {what} that the replay "
-                     f"contract does not account for: {why}")
+        why = (
+            f"an LLM API ({api}) the engine does not record: its calls are not served on replay nor "
+            "perturbed, and go to the endpoint again on every replay"
+            if api is not None
+            else "HTTP from a node whose output a replay does not serve: it is sent again on every replay "
+            "(give the node kind='tool' to have it recorded and served)"
+        )
+        lines.append(
+            f"node {node!r} sent {n:,} request(s) to {endpoint} during the {what} that the replay "
+            f"contract does not account for: {why}"
+        )
     return lines

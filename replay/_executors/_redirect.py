@@ -108,7 +108,7 @@ class _Pump(threading.Thread):
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self.target, view):]
+                view = view[os.write(self.target, view) :]
             except InterruptedError:
                 continue
             except OSError:  # the file Ray gave is gone: nothing can be shown

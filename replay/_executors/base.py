@@ -65,8 +65,21 @@ from quiver._trace import Redactor, Trace
 from quiver.replay._llm import EndpointDown
 
 __all__ = [
-    "ReplayJob", "ReplayContext", "Worker", "worker_for", "run_jobs", "quiet_collector", "Executor", "executor",
-    "registered_executors", "make_executor", "EXECUTORS", "DoneFn", "StopFn", "ENTRY_POINT_GROUP", "ENDPOINT_DOWN",
+    "ReplayJob",
+    "ReplayContext",
+    "Worker",
+    "worker_for",
+    "run_jobs",
+    "quiet_collector",
+    "Executor",
+    "executor",
+    "registered_executors",
+    "make_executor",
+    "EXECUTORS",
+    "DoneFn",
+    "StopFn",
+    "ENTRY_POINT_GROUP",
+    "ENDPOINT_DOWN",
     "EndpointWatch",
 ]
 
@@ -133,8 +146,12 @@ class Worker:
         from quiver.replay._replayer import Replayer, ReplayMode
 
         os.environ.update(context.environment)
-        if context.llm.get("base_url"):  # a pipeline's own clients talk to the context's endpoint (a Ray
-            os.environ["OPENAI_BASE_URL"] = str(context.llm["base_url"])  # worker may hold an earlier run's)
+        # A pipeline's own clients talk to the context's endpoint with its key, as they do in the driver
+        # (a Ray worker started before the run holds an earlier run's variables, or none).
+        if context.llm.get("base_url"):
+            os.environ["OPENAI_BASE_URL"] = str(context.llm["base_url"])
+        if context.llm.get("api_key"):
+            os.environ["OPENAI_API_KEY"] = str(context.llm["api_key"])
         self.fn = load_pipeline(context.pipeline, Path(context.base_dir))
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
@@ -142,9 +159,14 @@ class Worker:
         self.cache = ResponseCache(context.cache_dir, redactor=redactor) if context.cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
         self.replayer = Replayer(
-            self.fn, mode=ReplayMode.model_validate(context.mode), client=self.client,
+            self.fn,
+            mode=ReplayMode.model_validate(context.mode),
+            client=self.client,
             graph=PipelineGraph.model_validate(context.graph) if context.graph is not None else None,
-            base_dir=Path(context.base_dir), run_id=context.run_id, seed=context.seed, redactor=redactor,
+            base_dir=Path(context.base_dir),
+            run_id=context.run_id,
+            seed=context.seed,
+            redactor=redactor,
         )
         self.context = context
         self._baselines: dict[str, Trace] = {}
@@ -166,9 +188,12 @@ class Worker:
         baseline = self.baseline(job.trace)
         try:
             result = self.replayer.replay(
-                baseline, target=Target(job.node, job.occurrence),
+                baseline,
+                target=Target(job.node, job.occurrence),
                 operator=make_operator(job.op, job.params) if job.op else None,
-                perturbation_id=job.perturbation_id, repeat=job.repeat, templates=job.templates or None,
+                perturbation_id=job.perturbation_id,
+                repeat=job.repeat,
+                templates=job.templates or None,
                 sample_id=job.sample_id or None,
             )
         except EndpointDown as exc:  # not the replay's own result: see EndpointWatch
@@ -349,9 +374,14 @@ def _builtins() -> None:
 
 
 EXECUTORS: Registry[type[Executor]] = Registry(
-    "executor", "executors", ENTRY_POINT_GROUP, how="with @quiver.replay.executor", builtins=_builtins,
-    adopt=adopt_class(lambda name, cls: _register(name, cls), QuiverError, "executor", "an Executor subclass",
-                      "@executor"),
+    "executor",
+    "executors",
+    ENTRY_POINT_GROUP,
+    how="with @quiver.replay.executor",
+    builtins=_builtins,
+    adopt=adopt_class(
+        lambda name, cls: _register(name, cls), QuiverError, "executor", "an Executor subclass", "@executor"
+    ),
 )
 """Every executor by name (see :class:`quiver._registry.Registry`)."""
 

@@ -96,8 +96,13 @@ class LocalExecutor(Executor):
                     if thread.is_alive():
                         thread.join(None if until is None else max(0.0, until - time.monotonic()))
 
-def _drain(finished: queue.SimpleQueue[tuple[ReplayJob | None, dict[str, Any] | BaseException | None]],
-           running: int, on_done: DoneFn, until: float) -> None:
+
+def _drain(
+    finished: queue.SimpleQueue[tuple[ReplayJob | None, dict[str, Any] | BaseException | None]],
+    running: int,
+    on_done: DoneFn,
+    until: float,
+) -> None:
     """Hand the replays that finish before ``until`` to ``on_done``, until ``running``
     slots have ended; a replay that raised (cut short by the interrupt) is dropped."""
     while running:

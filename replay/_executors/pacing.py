@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from quiver.replay._llm import pacing
+from quiver.replay._llm import Pacer, RateLimits, RemoteBackend, remote_owner, use_remote
 
 __all__ = ["PaceCoordinator", "Coordination", "start_coordinator", "coordinate", "use_coordinator"]
 
@@ -22,9 +22,9 @@ class PaceCoordinator:
     """The Ray actor holding a run's schedules (:class:`~quiver.replay._llm.pacing.Pacer`)."""
 
     def __init__(self) -> None:
-        self.pacer = pacing.Pacer()
+        self.pacer = Pacer()
 
-    def configure(self, origin: str, limits: pacing.RateLimits | None) -> None:
+    def configure(self, origin: str, limits: RateLimits | None) -> None:
         self.pacer.configure(origin, limits)
 
     def reserve(self, origin: str, model: str, raw: float, max_tokens: int | None) -> tuple[float, float]:
@@ -41,7 +41,7 @@ class Coordination:
     """What a Ray actor needs to pace at a run's coordinator: its handle, a token naming
     it, and the run's endpoint and limits (an actor's client may predate the run)."""
 
-    def __init__(self, handle: Any, origin: str, limits: pacing.RateLimits) -> None:
+    def __init__(self, handle: Any, origin: str, limits: RateLimits) -> None:
         self.handle, self.origin, self.limits = handle, origin, limits
         self.token = uuid.uuid4().hex
 
@@ -52,7 +52,7 @@ def start_coordinator(ray: Any) -> Any:
     return ray.remote(PaceCoordinator).options(num_cpus=0, max_concurrency=1).remote()
 
 
-def coordinate(handle: Any, origin: str, limits: pacing.RateLimits) -> Coordination:
+def coordinate(handle: Any, origin: str, limits: RateLimits) -> Coordination:
     """Pace requests to ``origin`` by ``limits`` at the coordinator ``handle``."""
     handle.configure.remote(origin, limits)
     return Coordination(handle, origin, limits)
@@ -60,7 +60,7 @@ def coordinate(handle: Any, origin: str, limits: pacing.RateLimits) -> Coordinat
 
 def use_coordinator(found: Coordination) -> None:
     """Pace this process's requests at the run's coordinator (installed once per coordinator)."""
-    if pacing.remote_owner() == found.token:
+    if remote_owner() == found.token:
         return
     import ray
 
@@ -70,10 +70,10 @@ def use_coordinator(found: Coordination) -> None:
         placed: tuple[float, float] = ray.get(handle.reserve.remote(origin, model, raw, max_tokens))
         return placed
 
-    backend = pacing.RemoteBackend(
+    backend = RemoteBackend(
         reserve=reserve,
         report=lambda origin, model, answer: handle.answered.remote(origin, model, answer),
         configure=lambda origin, limits: handle.configure.remote(origin, limits),
     )
     backend.configure(found.origin, found.limits)
-    pacing.use_remote(found.token, backend)
+    use_remote(found.token, backend)

@@ -59,11 +59,14 @@ class _ReplayActor:
         try:
             results = run_jobs(context, jobs)
         except Exception as exc:  # what reaches the driver (and Ray's logs) holds no secret
-            raise QuiverError(redactor.text(f"replays failed in a Ray worker: {''.join(format_exception(exc))}")) \
-                from None
-        return {"node": ray.get_runtime_context().get_node_id(),
-                "results": [(job_id, redactor.data(r) if "error" in r else r) for job_id, r in results],
-                "seconds": time.perf_counter() - start}
+            raise QuiverError(
+                redactor.text(f"replays failed in a Ray worker: {''.join(format_exception(exc))}")
+            ) from None
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "results": [(job_id, redactor.data(r) if "error" in r else r) for job_id, r in results],
+            "seconds": time.perf_counter() - start,
+        }
 
     def _redactor(self, context: ReplayContext) -> Redactor:
         """The context's redactor, its secrets added to what this process's output is
@@ -132,8 +135,12 @@ class RayExecutor(Executor):
         threads: int = 4,
         task_seconds: float = 2.0,
     ) -> None:
-        for name, value, low in (("batch_size", batch_size, 1), ("max_in_flight", max_in_flight, 1),
-                                 ("threads", threads, 1), ("max_retries", max_retries, 0)):
+        for name, value, low in (
+            ("batch_size", batch_size, 1),
+            ("max_in_flight", max_in_flight, 1),
+            ("threads", threads, 1),
+            ("max_retries", max_retries, 0),
+        ):
             if value is not None and value < low:
                 raise QuiverError(f"executor {name} must be at least {low}; got {value}")
         if task_cpus <= 0 or task_seconds <= 0:
@@ -199,8 +206,11 @@ class RayExecutor(Executor):
         if self.max_in_flight is not None:
             n = min(n, max(1, math.ceil(self.max_in_flight / (2 * self.threads))))
         cls = ray.remote(_ReplayActor).options(
-            num_cpus=self.task_cpus, max_concurrency=self.threads, max_restarts=self.max_retries,
-            max_task_retries=0, scheduling_strategy="SPREAD",
+            num_cpus=self.task_cpus,
+            max_concurrency=self.threads,
+            max_restarts=self.max_retries,
+            max_task_retries=0,
+            scheduling_strategy="SPREAD",
         )
         redaction = output_redactor().to_json()  # the built-in rules and the secrets the run's redactors hold
         self._handles = [cls.remote(redaction) for _ in range(n)]
@@ -268,8 +278,9 @@ class RayExecutor(Executor):
                             live.remove(i)
                         others = [k for k in live if k != i] or live
                         if resubmitted < 1 and others:
-                            log.warning("a Ray actor died with %d job(s) in hand (%s); submitting them again",
-                                        len(batch), exc)
+                            log.warning(
+                                "a Ray actor died with %d job(s) in hand (%s); submitting them again", len(batch), exc
+                            )
                             submit(min(others, key=lambda k: outstanding[k]), batch, resubmitted + 1)
                         else:
                             for job in batch:

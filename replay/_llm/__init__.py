@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from . import pacing
 from .cache import ResponseCache
 from .client import LLMClient, MalformedCompletion, RetryPolicy
 from .contract import PARAM_NAMES, CallCounter, ChatResult, PendingChat
@@ -37,11 +36,26 @@ from .health import (
     trace_scope,
     trace_verdict,
 )
-from .pacing import RateLimits
+from .pacing import (
+    Pacer,
+    RateLimits,
+    RemoteBackend,
+    Ticket,
+    async_wait as pacing_wait,
+    remote_owner,
+    ticket as pacing_ticket,
+    use_remote,
+)
 
 __all__ = [
-    "pacing",
+    "Pacer",
     "RateLimits",
+    "RemoteBackend",
+    "Ticket",
+    "remote_owner",
+    "use_remote",
+    "pacing_wait",
+    "pacing_ticket",
     "ResponseCache",
     "EndpointDown",
     "SeenEndpoints",

@@ -284,7 +284,9 @@ def test_failures_the_checks_cannot_see_are_counted_by_reason(tmp_path: Path) ->
     reason = "ValueError: level <n> is below <n> in <path>"
     assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert [ln for ln in proc.stdout.splitlines() if "failed" in ln and reason in ln] == \
-        [f"  {'below-zero':<22} failed    12: {reason}"], proc.stdout
+        [f"  {'below-zero':<22} failed    12: {reason}",
+         f"* below-zero: 12 of 12 replays failed ({reason}); the estimates leave them out."], proc.stdout
+    assert "never changed its target" not in proc.stdout, proc.stdout  # no ok pair: nothing to say of its effect
     assert "12 of 24 replays FAILED" in proc.stderr
     campaign = json.loads((tmp_path / "out" / "campaign.json").read_text())
     failures = {p["id"]: p["failures"] for p in campaign["perturbations"]}
