@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, pack_delta, trace_delta
 from .diff import PERTURBED_TAG, Divergence, FieldDiff, TargetReport, call_diff, call_names, diff_values, trace_diff
 from .io import (
     MAX_NESTING,
@@ -54,6 +55,12 @@ from .redact_output import (
 )
 
 __all__ = [
+    "DELTA_KEY",
+    "apply_delta",
+    "baseline_digest",
+    "baseline_text",
+    "pack_delta",
+    "trace_delta",
     "read_back_marks",
     "redaction_marks",
     "SCHEMA_VERSION",

@@ -8,6 +8,8 @@ other lines still load. A file whose bytes cannot be read on (a ``.gz`` that is 
 gzip, or is truncated or damaged) gives the lines before the damage, then one error.
 Writing is append-only and flushed per line, redacted before it touches the disk, and
 byte-stable: reading a file this module wrote and writing it again gives the same bytes.
+A line holding a replay as its difference from a baseline trace (``delta_of``, as a
+campaign's ``replays.jsonl`` holds them: :mod:`.delta`) is read as the whole replay.
 """
 
 from __future__ import annotations
@@ -251,6 +253,10 @@ def parse_line(line: str | bytes, file: str, lineno: int) -> Trace:
         raise TraceFormatError(file, lineno, None, f"not valid JSON here: {reason}") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(file, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+    if "delta_of" in obj:  # a replay stored as its difference from a baseline trace
+        from .delta import expand_line
+
+        obj = expand_line(obj, file, lineno)
     problem = _too_deep_or_unencodable(obj, text)
     if problem is not None:
         raise TraceFormatError(file, lineno, _where(obj, problem), problem)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
@@ -20,16 +21,19 @@ class LedgerCommitter(threading.Thread):
     """Commits finished replays to the ledger in batches, off the executor's loop.
 
     The executor hands a finished replay to :meth:`put` and goes straight back to
-    submitting work; this thread redacts whatever has arrived, writes it in one
-    transaction and then reports each replay to ``on_committed``. An error here stops
-    the campaign (``failed``) and is raised again by :meth:`close`.
+    submitting work; this thread redacts whatever has arrived, turns each replay into
+    the row stored (``pack``: its trace as a difference from its baseline,
+    :mod:`.stored`), writes them in one transaction and then reports each replay, whole,
+    to ``on_committed``. An error here stops the campaign (``failed``) and is raised
+    again by :meth:`close`.
     """
 
     def __init__(self, ledger: Ledger, redactor: Redactor, seq: dict[str, int],
                  on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512,
-                 gather_s: float = 0.05) -> None:
+                 gather_s: float = 0.05,
+                 pack: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None) -> None:
         super().__init__(name="quiver-ledger", daemon=True)
-        self.ledger, self.redactor, self.seq = ledger, redactor, seq
+        self.ledger, self.redactor, self.seq, self.pack = ledger, redactor, seq, pack
         self.on_committed, self.max_batch, self.gather_s = on_committed, max_batch, gather_s
         self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self.error: BaseException | None = None
@@ -59,11 +63,19 @@ class LedgerCommitter(threading.Thread):
                 continue  # drain until the end; close() reports the error
             try:
                 items = [(job_id, *self.redactor.encode(data)) for job_id, data in (b for b in batch if b is not None)]
-                self.ledger.commit([(job_id, self.seq[job_id], data, text) for job_id, data, text in items])
+                self.ledger.commit([(job_id, self.seq[job_id], data, self._stored(job_id, data, text))
+                                    for job_id, data, text in items])
                 for job_id, data, _ in items:
                     self.on_committed(job_id, data)
             except BaseException as exc:  # reported by close()
                 self.error = exc
+
+    def _stored(self, job_id: str, data: dict[str, Any], text: str) -> str:
+        """The text of the row stored for ``job_id`` (``data``, redacted, is its replay)."""
+        if self.pack is None:
+            return text
+        row = self.pack(job_id, data)
+        return text if row is data else json.dumps(row, sort_keys=True)
 
     def close(self) -> None:
         self.queue.put(None)

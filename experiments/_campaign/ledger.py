@@ -1,9 +1,10 @@
 """The campaign ledger: every finished replay, committed durably soon after it is done.
 
 A SQLite database in the run folder (WAL journal, ``synchronous=FULL``): one row per job
-id holding the job's replay result (the perturbed trace, the target report, the LLM
-calls and retries; or the error of a replay that failed), redacted, with a CRC-32 of its
-text and whether the replay failed. Finished replays are committed in batches, one
+id holding the job's replay result (the perturbed trace as its difference from its
+baseline trace, :mod:`.stored`; the target report, the LLM calls and retries; or the
+error of a replay that failed), redacted, its JSON text compressed where that pays,
+with a CRC-32 of what is stored and whether the replay failed. Finished replays are committed in batches, one
 transaction each: a campaign killed at any instant (SIGKILL included) loses at most the
 replays still in flight or waiting for their batch; ``quiver run SPEC --resume`` reads
 the ledger, skips every job it holds and runs the rest, so no replay is lost and none is
@@ -47,6 +48,8 @@ from typing import Any
 from quiver._errors import OutputError, QuiverError
 from quiver._outdir import WRITE_ERRNOS, check_database, make_folder, write_error
 
+from .stored import pack_text, unpack_text
+
 __all__ = ["Ledger", "LedgerError", "REPLAY_KEYS", "replay_failed"]
 
 _SCHEMA = """
@@ -73,7 +76,8 @@ _ADDED_COLUMNS = (("failed", "INTEGER"), ("crc", "INTEGER"))
 those rows are read without a CRC check, and parsed to tell whether they failed)."""
 
 REPLAY_KEYS = ("trace", "perturbation_id", "repeat", "divergences", "llm_calls", "served_calls", "seconds")
-"""What a ledger row of a replay that ran holds (a failed one holds ``error``)."""
+"""What a ledger row of a replay that ran holds (a failed one holds ``error``); a row
+stored as a difference from its baseline holds ``trace_delta`` in place of ``trace``."""
 
 _MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -109,6 +113,8 @@ def replay_failed(data: dict[str, Any]) -> bool:
     if "error" in data:
         return True
     trace = data.get("trace")
+    if "trace_delta" in data:
+        return bool(data.get("trace_status", "ok") != "ok")
     return isinstance(trace, dict) and trace.get("status", "ok") != "ok"
 
 
@@ -163,7 +169,7 @@ class Ledger:
                 raise write_error(exc, self.path) from None
             raise LedgerError(self.path, f"cannot be opened ({exc.strerror or type(exc).__name__})",
                               "check the path and its permissions, then resume") from None
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, zlib.error) as exc:
             # bad JSON, bad UTF-8, a row without its keys or of the wrong shape
             raise self.damaged(f"{where}{type(exc).__name__}: {_first_line(exc)}") from None
 
@@ -231,18 +237,19 @@ class Ledger:
     def _decode(self, job_id: str, raw: bytes) -> dict[str, Any]:
         """A row's replay, checked: a JSON object with a replay's keys, or an error."""
         with self._guard(job_id):
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(unpack_text(raw).decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError(f"a JSON {type(data).__name__}, not an object")
             if "error" in data:
                 if not isinstance(data["error"], str):
                     raise ValueError("its 'error' is not a string")
                 return data
-            missing = [k for k in REPLAY_KEYS if k not in data]
+            trace = "trace_delta" if "trace_delta" in data else "trace"
+            missing = [k for k in REPLAY_KEYS if k not in data and not (k == "trace" and trace != k)]
             if missing:
                 raise ValueError(f"no {', '.join(map(repr, missing))} key")
-            if not isinstance(data["trace"], dict):
-                raise ValueError("its 'trace' is not an object")
+            if not isinstance(data[trace], dict):
+                raise ValueError(f"its {trace!r} is not an object")
             return data
 
     @contextlib.contextmanager
@@ -343,7 +350,9 @@ class Ledger:
                ) -> int:
         """Write finished replays in one transaction: ``(job_id, seq, data)``, ``data`` a
         replay's JSON object or its JSON text (keys sorted), or ``(job_id, seq, data,
-        text)`` with both.
+        text)`` with both (``text`` is what is stored: it may be the row of
+        :func:`.stored.packed`, ``data`` the whole replay); the text is compressed where
+        that pays.
 
         Returns:
             How many were new (a job already in the ledger is left as it is).
@@ -358,8 +367,9 @@ class Ledger:
                 data, text = json.loads(data), data
             if text is None:
                 text = json.dumps(data, sort_keys=True)
-            raw = text.encode("utf-8")
-            rows.append((job_id, seq, text, int(replay_failed(data)), zlib.crc32(raw)))
+            stored = pack_text(text)
+            raw = stored if isinstance(stored, bytes) else stored.encode("utf-8")
+            rows.append((job_id, seq, stored, int(replay_failed(data)), zlib.crc32(raw)))
         return self._changes(
             "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc) VALUES (?, ?, ?, ?, ?)", rows
         )

@@ -7,6 +7,8 @@ embedding pass over the block's new texts), block after block, while the executo
 on with later jobs; when the last replay is committed only the blocks still open are
 left to pair. The blocks, their order and each block's embedding pass are the same on
 every executor, in any order of completion and after a resume, so the numbers are too.
+``replays.jsonl`` gets each replay as its difference from its baseline trace
+(:func:`.stored.delta_line`), which the engine's trace readers read whole.
 """
 
 from __future__ import annotations
@@ -26,15 +28,16 @@ from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_estimates, pair_results
 from quiver._observational import Profile
-from quiver._outdir import LogFile, replace, write_text
+from quiver._outdir import LogFile, OutputFile, open_output, replace, write_text
 from quiver._progress import Progress
 from quiver._report import HTML_FILE, campaign_markdown, folder_files, md_text, write_examples, write_html
-from quiver._trace import Redactor, Trace, TraceWriter, output_redactor, redacted_logs
+from quiver._trace import Redactor, Trace, output_redactor, redacted_logs
 from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
 from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
 
 from .jobs import AdaptiveLayout, controls, distinct
 from .ledger import Ledger
+from .stored import Baselines, delta_line, packed, unpacked
 
 if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
@@ -86,6 +89,10 @@ class Pairer(threading.Thread):
         for job_id in done:  # a subset of the jobs: the campaign refuses a ledger of another spec first
             self._open[self._block_of[job_id]] -= 1
         self.rows: list[PairRow] = []
+        self.baselines = Baselines()
+        """The baseline traces' JSON and digests, for the rows stored as differences from them."""
+        for job in jobs:
+            self.baselines.add(job.trace["trace_id"], job.trace)
         self.not_landed: dict[str, Counter[str]] = {}
         """Perturbation id -> why its replays did not land, by reason (those that did not)."""
         self.unaccounted: Counter[tuple[str, str]] = Counter()
@@ -140,7 +147,7 @@ class Pairer(threading.Thread):
     def run(self) -> None:
         store = self.run_.embedding_store()
         try:
-            with TraceWriter(self.run_.out / "replays.jsonl.tmp") as writer:
+            with open_output(self.run_.out / "replays.jsonl.tmp") as writer:
                 for k, block in enumerate(self.blocks):
                     with self._cond:
                         while self._open[k] > 0 and not self._abandoned:
@@ -161,7 +168,7 @@ class Pairer(threading.Thread):
             store.close()
 
     def _pair_block(self, block: list[ReplayJob], found: list[tuple[str, dict[str, Any]]], store: Any,
-                    writer: TraceWriter) -> None:
+                    writer: OutputFile) -> None:
         spec = self.run_.spec
         if [job_id for job_id, _ in found] != [j.job_id for j in block]:  # jobs of another spec are refused earlier
             raise QuiverError(
@@ -189,7 +196,14 @@ class Pairer(threading.Thread):
             pair = next(pairs)
             self.rows.append(PairRow.from_json({**pair.to_json(traces=False), **common,
                                                 "retries": replayed[job_id].retries}))
-            writer.write(replayed[job_id].trace)
+            writer.write(self._delta_line(replayed[job_id], data))
+        writer.flush()
+
+    def _delta_line(self, replay: ReplayResult, data: dict[str, Any]) -> str:
+        """The line of ``replays.jsonl`` of a replay (``data``: its ledger row)."""
+        stored = packed(data, replay.baseline, self.baselines)
+        return delta_line(replay.trace.trace_id, stored["trace_delta"], replay.baseline, self.baselines,
+                          _baseline_path(self.run_), self.run_.out)
 
 
     def _note_wire_and_landing(self, replays: list[tuple[str, ReplayResult]]) -> None:
@@ -203,7 +217,7 @@ class Pairer(threading.Thread):
 
     def _replay(self, job_id: str, data: dict[str, Any], baseline: Trace) -> ReplayResult:
         with self.ledger.reading(job_id):  # a row that is not a replay is the ledger's one error
-            return ReplayResult.from_json(data, baseline)
+            return ReplayResult.from_json(unpacked(data, baseline, self.baselines), baseline)
 
 
 def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,

@@ -542,6 +542,7 @@ class CampaignRun:
                      traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
                      executor: Executor, *, done: set[str], spent: list[int], first: bool = True) -> _Replayed:
         from .results import Pairer, replay_failure
+        from .stored import packed
 
         spec, out = self.spec, self.out
         todo = [j for j in jobs if j.job_id not in done]
@@ -593,7 +594,9 @@ class CampaignRun:
             pairer.committed(job_id)
             progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
 
-        committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed)
+        baseline_of = {j.job_id: j.trace for j in jobs}
+        committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed,
+                                    pack=lambda job_id, data: packed(data, baseline_of[job_id], pairer.baselines))
         watch = EndpointWatch(finished, lambda: committer.failed or pairer.failed or over_budget())
         committer.start()
         pairer.start()

@@ -161,6 +161,31 @@ def test_run_folder_holds_everything(reference: Path) -> None:
     assert "cs-override" in report and "fragments-drop" in report
 
 
+def test_replays_are_stored_as_differences_from_their_baseline_and_read_back_whole(
+    baseline: Path, reference: Path
+) -> None:
+    """The ledger's rows and ``replays.jsonl``'s lines hold each replay as its difference
+    from its baseline trace: together under a tenth of the whole replays' JSON, and read
+    back as exactly the replays the pairs were made from."""
+    from quiver._trace import load_traces
+    from quiver.experiments._campaign.stored import whole_rows
+
+    rows = whole_rows(reference / "ledger.sqlite", baseline)
+    whole = {r["trace"]["trace_id"]: r["trace"] for r in rows.values() if "trace" in r}
+    loaded = load_traces(reference / "replays.jsonl")
+    assert loaded.ok and {t.trace_id: t.model_dump(mode="json") for t in loaded.traces} == whole
+    assert [f"{p['trace_id']}~{p['replay_id']}/{p['repeat']}" for p in _pairs(reference) if p["status"] != "failed"] \
+        == [t.trace_id for t in loaded.traces]
+    with sqlite3.connect(str(reference / "ledger.sqlite")) as db:
+        stored = sum(n for (n,) in db.execute("SELECT length(CAST(data AS BLOB)) FROM replays"))
+    plain = sum(len(json.dumps(r, sort_keys=True)) for r in rows.values())
+    lines = (reference / "replays.jsonl").stat().st_size
+    full_lines = sum(len(json.dumps(t)) + 1 for t in whole.values())
+    print(f"per replay: ledger {stored / len(rows):.0f} B, replays.jsonl {lines / len(rows):.0f} B; whole "
+          f"{plain / len(rows):.0f} B and {full_lines / len(rows):.0f} B")
+    assert stored + lines < (plain + full_lines) / 10, (stored, lines, plain, full_lines)
+
+
 def _run_killed(spec: Path, out: Path, after: int) -> None:
     proc = subprocess.Popen(_cli("run", str(spec), "--quiet"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ledger = out / "ledger.sqlite"

@@ -54,6 +54,7 @@ import pytest
 from fuzzing import FUZZ, CliResult, run_cli, tried
 from hypothesis import given, settings, strategies as st
 
+from quiver.experiments._campaign.stored import unpack_text
 from quiver.replay import LocalExecutor, executor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,9 +202,14 @@ def _ledger_bytes(out: Path) -> int:
     return _size(out / "ledger.sqlite", out / "ledger.sqlite-wal")
 
 
+def _text(stored: str | bytes) -> str:
+    """A ledger row's JSON text (rows are stored compressed where that pays)."""
+    return stored if isinstance(stored, str) else unpack_text(stored).decode("utf-8")
+
+
 def _rows(out: Path) -> dict[str, str]:
     with sqlite3.connect(str(out / "ledger.sqlite")) as db:
-        return dict(db.execute("SELECT job_id, data FROM replays"))
+        return {job_id: _text(data) for job_id, data in db.execute("SELECT job_id, data FROM replays")}
 
 
 def _killed_when(spec: Path, fired: Callable[[], bool]) -> bool:
@@ -368,7 +374,7 @@ def test_retry_failed_runs_exactly_the_failed_replays_again_to_the_uninterrupted
     assert first.code == 1, first.stderr
     rows = {job_id: json.loads(data) for job_id, data in _rows(out).items()}
     errors = {j for j, d in rows.items() if "error" in d}
-    raised = {j for j, d in rows.items() if "error" not in d and d["trace"]["status"] == "failed"}
+    raised = {j for j, d in rows.items() if "error" not in d and d["trace_status"] == "failed"}
     assert errors and raised and len(rows) == 16  # both kinds of failure, and the rest ok
 
     (out / "campaign.json").unlink()  # not finished: the resume writes the results again
@@ -556,18 +562,19 @@ def test_a_bad_line_of_the_spec_s_baseline_costs_only_itself_the_same_way_on_res
 # --------------------------------------------------------------------------- a damaged ledger
 
 
-def _row_spans(data: bytes, texts: list[str]) -> list[tuple[int, int]]:
-    """Where each row's text starts in the file, and how far it runs in its page."""
+def _row_spans(data: bytes, texts: list[str | bytes]) -> list[tuple[int, int]]:
+    """Where each row's stored bytes start in the file, and how far they run in its page."""
     spans = []
     for text in texts:
-        head = text.encode()[:200]
+        head = (text.encode() if isinstance(text, str) else text)[:200]
         at = data.find(head)
         if at >= 0:
             spans.append((at, len(head)))
     return spans
 
 
-def _damage(ledger: Path, pristine: bytes, texts: list[str], kind: str, pick: Callable[[int, int], int]) -> None:
+def _damage(ledger: Path, pristine: bytes, texts: list[str | bytes], kind: str,
+            pick: Callable[[int, int], int]) -> None:
     """``ledger`` as ``pristine`` damaged one way; ``pick(lo, hi)`` draws every seeded
     detail (an integer in ``[lo, hi]``)."""
     for suffix in ("-wal", "-shm"):
@@ -588,13 +595,15 @@ def _damage(ledger: Path, pristine: bytes, texts: list[str], kind: str, pick: Ca
     ledger.write_bytes(bytes(data))
     if kind.startswith(("bad JSON", "missing key")):
         with sqlite3.connect(str(ledger)) as db:
-            job_id, text = db.execute("SELECT job_id, data FROM replays ORDER BY seq LIMIT 1 OFFSET ?",
-                                      (pick(0, len(texts) - 1),)).fetchone()
+            job_id, stored = db.execute("SELECT job_id, data FROM replays ORDER BY seq LIMIT 1 OFFSET ?",
+                                        (pick(0, len(texts) - 1),)).fetchone()
+            text = _text(stored)
             if kind.startswith("bad JSON"):
                 new = text[:pick(0, len(text) - 1)]
             else:
                 row = json.loads(text)
-                keys = sorted(k for k in row if k in ("trace", "perturbation_id", "repeat", "divergences", "seconds"))
+                keys = sorted(k for k in row if k in ("trace", "trace_delta", "perturbation_id", "repeat",
+                                                      "divergences", "seconds"))
                 del row[keys[pick(0, len(keys) - 1)]]
                 new = json.dumps(row, sort_keys=True)
             if kind.endswith("CRC kept"):  # the text changed under its checksum

@@ -18,7 +18,7 @@ import numpy as np
 
 from quiver._distance import EmbeddingStore, SentenceTransformerEmbedder
 from quiver._importers import import_traces
-from quiver._trace import Trace, load_traces
+from quiver._trace import Trace, iter_traces, load_traces
 
 LANGFUSE = Path(__file__).parents[1] / "data" / "traces" / "langfuse"
 
@@ -47,8 +47,7 @@ def _sample(texts: list[str], n: int, seed: int) -> list[str]:
 
 def test_sorted_and_windowed_embedding_gives_the_distances_of_arrival_order_batches(support_bot_run: Path) -> None:
     baseline = load_traces(support_bot_run / "baseline" / "traces.jsonl").traces
-    with (support_bot_run / "replays.jsonl").open(encoding="utf-8") as fh:
-        replays = [Trace.model_validate_json(line) for line in itertools.islice(fh, 300)]
+    replays = list(itertools.islice(iter_traces(support_bot_run / "replays.jsonl"), 300))
     agents = import_traces("langfuse", sorted(LANGFUSE.glob("*.json"))).traces
     corpora = {"support_bot": _sample(_texts(baseline + replays), 170, 1), "langfuse": _sample(_texts(agents), 170, 2)}
     embedder = SentenceTransformerEmbedder()

@@ -31,6 +31,9 @@ from typing import Any
 from fuzzing import run_cli
 from siblings import sibling
 
+from quiver.experiments._campaign.ledger import replay_failed
+from quiver.experiments._campaign.stored import unpack_text
+
 _campaign_resume = sibling("test_campaign_resume", Path(__file__).parent)
 _record_resume = sibling("test_record_resume", Path(__file__).parents[1] / "replay")
 Campaign = _campaign_resume.Campaign
@@ -116,9 +119,8 @@ def _failed_rows(out: Path) -> list[str]:
         rows = list(db.execute("SELECT job_id, data FROM replays"))
     failed = []
     for job_id, data in rows:
-        replay = json.loads(data)
-        trace = replay.get("trace") or {}
-        if "error" in replay or trace.get("status") == "failed":
+        replay = json.loads(unpack_text(data) if isinstance(data, bytes) else data)
+        if replay_failed(replay):
             failed.append(job_id)
     return failed
 

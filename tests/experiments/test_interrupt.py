@@ -28,6 +28,8 @@ from pathlib import Path
 from fuzzing import run_cli
 from siblings import sibling
 
+from quiver.experiments._campaign.stored import unpack_text
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))
 
@@ -184,7 +186,8 @@ def test_sigint_then_sigterm_on_run_commit_what_finished_and_resume_finishes_it(
         assert committed < 16, "the campaign finished before the signal"
         _no_connection_error(err)
         with sqlite3.connect(str(ledger)) as db:
-            assert not [d for (d,) in db.execute("SELECT data FROM replays") if "error" in json.loads(d)]
+            assert not [d for (d,) in db.execute("SELECT CAST(data AS BLOB) FROM replays")
+                        if "error" in json.loads(unpack_text(d))]
 
     done = run_cli(["run", str(_spec(campaign, tmp_path, slow=False)), "--output", str(out), "--quiet", "--resume"],
                    seconds=RUN_SECONDS)

@@ -13,12 +13,13 @@ the run must end with exit 1 and one line per such perturbation saying why.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fuzzing import run_cli
+
+from quiver.experiments._campaign.stored import whole_rows
 
 RUN_SECONDS = 180.0
 """The longest one command may take here on a loaded 2-core machine."""
@@ -85,8 +86,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 
 def _replays(run: Path) -> dict[Any, dict[str, Any]]:
     """Each replay as the ledger holds it, by (perturbation id, input id, repeat)."""
-    with sqlite3.connect(str(run / "ledger.sqlite")) as db:
-        rows = [json.loads(data) for (data,) in db.execute("SELECT data FROM replays")]
+    rows = list(whole_rows(run / "ledger.sqlite", run.parent / "rec" / "traces.jsonl").values())
     return {(r["perturbation_id"], r["trace"]["input_id"], r["trace"]["repeat"]): r for r in rows}
 
 
