@@ -112,8 +112,8 @@ class LimitsSpec(RateLimits):
     """Tokens a minute, prompt and completion, the key may use with one model (None: as above)."""
     pace: bool = True
     """Pace the run to the limits; false: each call backs off on its own after a 429."""
-    utilization: float = Field(default=0.95, gt=0, le=1)
-    """The share of each limit the run aims at, in (0, 1]."""
+    utilization: float = Field(default=RateLimits.model_fields["utilization"].default, gt=0, le=1)
+    """The share of each limit the run aims at, in (0, 1] (the run's schedule: :class:`RateLimits`)."""
 
 
 @with_config(ConfigDict(extra="allow", strict=True, allow_inf_nan=False, use_attribute_docstrings=True))

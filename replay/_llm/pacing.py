@@ -61,9 +61,10 @@ class RateLimits(BaseModel):
     pace: bool = True
     """Pace the run's requests to the limits; false: every call backs off on its own
     after a 429, nothing else."""
-    utilization: float = Field(default=0.95, gt=0, le=1)
+    utilization: float = Field(default=0.97, gt=0, le=1)
     """The share of each limit the run aims at, in (0, 1]: a little below the limit keeps
-    the endpoint's window from filling at the edges."""
+    the endpoint's window from filling at the edges (the schedule sends no burst, so 3%
+    covers the jitter of requests on their way)."""
 
 
 class Bucket:
