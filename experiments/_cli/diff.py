@@ -65,8 +65,11 @@ def export_hint(path: Path) -> str | None:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(document, (dict, list)) or (isinstance(document, dict) and "calls" in document):
-        return None  # a trace (on one line) whose own error says more
+    from quiver._trace import DELTA_KEY
+
+    if not isinstance(document, (dict, list)) or (isinstance(document, dict) and ("calls" in document
+                                                                                 or DELTA_KEY in document)):
+        return None  # a trace (on one line, whole or as a replay's difference) whose own error says more
     return (f"{path} is one JSON document, not a trace corpus (JSON Lines, one trace a line): import a span "
             f"export first, quiver import langfuse|openinference|otel-genai {path} --out traces.jsonl, and give "
             "the traces it writes")
