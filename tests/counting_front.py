@@ -2,8 +2,9 @@
 
 It runs in a process of its own (so nothing the engine hooks in the test's process sees
 its traffic), forwards every request to the target as it came, and appends one JSON line
-per request to a log file: method, path, the SHA-256 of the body, the sample-key header.
-What a test counts there is what went over the wire, whatever the engine says.
+per request to a log file: method, path, the SHA-256 of the body, the sample-key header
+(with ``bodies``: also the query, the model and the JSON body itself, in place of its
+hash). What a test counts there is what went over the wire, whatever the engine says.
 
 Use :class:`CountingFront` (a context manager) from a test; the module is also the
 front's own program (``python counting_front.py --target URL --log FILE --ready FILE``).
@@ -32,24 +33,26 @@ SAMPLE_KEY_HEADER = "x-quiver-sample-key"
 
 class CountingFront:
     """The front as a subprocess: ``url`` to give the engine (same path prefix as the
-    target's), :meth:`requests` to read what went through."""
+    target's), ``root`` (no path: for clients that add ``/v1`` themselves), :meth:`requests`
+    to read what went through."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, bodies: bool = False) -> None:
         self.target = target.rstrip("/")
         self._folder = Path(tempfile.mkdtemp(prefix="counting-front-"))
         self.log = self._folder / "requests.jsonl"
         self.log.touch()
         ready = self._folder / "ready"
         self._proc = subprocess.Popen([sys.executable, __file__, "--target", self.target, "--log", str(self.log),
-                                       "--ready", str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                       "--ready", str(ready), *(["--bodies"] if bodies else [])],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while not ready.exists():
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the counting front did not start: {self._proc.stderr.read()!r}")  # type: ignore[union-attr]
             time.sleep(0.02)
         port = int(ready.read_text())
-        path = urllib.parse.urlsplit(self.target).path
-        self.url = f"http://127.0.0.1:{port}{path}"
+        self.root = f"http://127.0.0.1:{port}"
+        self.url = self.root + urllib.parse.urlsplit(self.target).path
 
     def requests(self) -> list[dict[str, Any]]:
         """Every request forwarded so far, in arrival order."""
@@ -122,7 +125,7 @@ def _dechunk(data: bytes) -> bytes:
         i = end + 2 + size + 2
 
 
-def _serve(target: str, log: Path, ready: Path) -> None:
+def _serve(target: str, log: Path, ready: Path, bodies: bool) -> None:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -135,9 +138,16 @@ def _serve(target: str, log: Path, ready: Path) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             path = self.path
-            entry = {"method": self.command, "path": urllib.parse.urlsplit(path).path,
-                     "body": hashlib.sha256(body).hexdigest(),
-                     "sample_key": self.headers.get(SAMPLE_KEY_HEADER)}
+            entry: dict[str, Any] = {"method": self.command, "path": urllib.parse.urlsplit(path).path,
+                                     "body": hashlib.sha256(body).hexdigest(),
+                                     "sample_key": self.headers.get(SAMPLE_KEY_HEADER)}
+            if bodies:
+                try:
+                    data = json.loads(body) if body else None
+                except ValueError:
+                    data = None
+                entry.update(query=urllib.parse.urlsplit(path).query, body=data,
+                             model=data.get("model") if isinstance(data, dict) else None)
             with lock, open(log, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(entry) + "\n")
             status, headers, content = _forward(target, self.command, path, dict(self.headers.items()), body)
@@ -164,5 +174,6 @@ if __name__ == "__main__":
     parser.add_argument("--target", required=True)
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--ready", type=Path, required=True)
+    parser.add_argument("--bodies", action="store_true")
     args = parser.parse_args()
-    _serve(args.target, args.log, args.ready)
+    _serve(args.target, args.log, args.ready, args.bodies)
