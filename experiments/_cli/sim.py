@@ -19,8 +19,6 @@ _FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connecti
           "limits.requests_per_minute": "--requests-per-minute", "limits.tokens_per_minute": "--tokens-per-minute",
           "limits.window_s": "--limit-window"}
 """The flag that sets a SimulatorConfig field, for error messages."""
-_FLAGS.update({field.removeprefix("limits."): flag for field, flag in _FLAGS.items() if field.startswith("limits.")})
-"""(The limits are validated on their own, before the simulator's configuration, so their fields carry no prefix.)"""
 
 
 def add_parser(sub: Any) -> None:
@@ -84,7 +82,6 @@ def simulator_config(args: argparse.Namespace) -> SimulatorConfig:
 
     from quiver._errors import QuiverError
     from quiver.replay import FaultConfig, SimulatorConfig
-    from quiver.replay._sim import LimitsConfig
 
     faults = FaultConfig()
     if args.faults is not None:
@@ -92,14 +89,14 @@ def simulator_config(args: argparse.Namespace) -> SimulatorConfig:
 
         faults = load_spec(FaultConfig, args.faults)
     try:
-        return SimulatorConfig(
-            host=args.host, port=args.port, models=args.models, nondeterminism=args.nondeterminism, faults=faults,
-            read_timeout_s=args.read_timeout, max_connections=args.max_connections,
-            max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
-            max_pending_connections=args.max_pending_connections,
-            limits=LimitsConfig(requests_per_minute=args.requests_per_minute,
-                                tokens_per_minute=args.tokens_per_minute, window_s=args.limit_window),
-        )
+        return SimulatorConfig.model_validate({  # one validation: an error's field path names its flag
+            "host": args.host, "port": args.port, "models": args.models, "nondeterminism": args.nondeterminism,
+            "faults": faults, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections,
+            "max_body_bytes": args.max_body_bytes, "request_timeout_s": args.request_timeout,
+            "max_pending_connections": args.max_pending_connections,
+            "limits": {"requests_per_minute": args.requests_per_minute,
+                       "tokens_per_minute": args.tokens_per_minute, "window_s": args.limit_window},
+        })
     except ValidationError as exc:
         error = exc.errors()[0]
         field = ".".join(str(p) for p in error["loc"])
