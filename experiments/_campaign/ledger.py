@@ -112,9 +112,9 @@ def replay_failed(data: dict[str, Any]) -> bool:
     the pipeline failed in it (its trace's status is not ``ok``)."""
     if "error" in data:
         return True
-    trace = data.get("trace")
-    if "trace_delta" in data:
+    if "trace_delta" in data:  # stored as a difference from its baseline: the status kept beside it
         return bool(data.get("trace_status", "ok") != "ok")
+    trace = data.get("trace")
     return isinstance(trace, dict) and trace.get("status", "ok") != "ok"
 
 

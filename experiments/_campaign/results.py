@@ -205,7 +205,6 @@ class Pairer(threading.Thread):
         return delta_line(replay.trace.trace_id, stored["trace_delta"], replay.baseline, self.baselines,
                           _baseline_path(self.run_), self.run_.out)
 
-
     def _note_wire_and_landing(self, replays: list[tuple[str, ReplayResult]]) -> None:
         """What the replays sent that the contract did not account for, and why those
         whose perturbation did not land did not."""
