@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from counting_front import CountingFront
@@ -58,17 +59,23 @@ def front(simulator: Simulator) -> Iterator[CountingFront]:
         yield counting
 
 
+def _record(front: CountingFront, root: Path, function: str, name: str, extra: str = "") -> tuple[Path, int, Any]:
+    """``quiver record`` of ``function`` through the front into ``root/name``: its spec,
+    the front's mark before it, and the command's result."""
+    spec = root / f"{name}.yaml"
+    spec.write_text(RECORD.format(pipelines=PIPELINES, function=function, url=front.url, extra=extra,
+                                  out=root / name))
+    mark = front.mark()
+    return spec, mark, run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
+
+
 @pytest.fixture(scope="module")
 def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
     """The corpus, the chat completions the recording sent (front), and its stdout."""
     root = tmp_path_factory.mktemp("wire")
     (root / "inputs.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "question": q}) + "\n"
                                                for i, q in enumerate(QUESTIONS)), encoding="utf-8")
-    spec = root / "record.yaml"
-    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline", url=front.url, extra="",
-                                  out=root / "rec"))
-    mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
+    _, mark, done = _record(front, root, "pipeline", "rec")
     assert done.code == 0, done.stderr
     return root, len(front.since(mark)), done.stdout
 
@@ -89,7 +96,7 @@ def test_record_prints_and_writes_the_requests_the_endpoint_received(recorded: t
 def test_a_frozen_check_sends_nothing_and_says_so(recorded: tuple[Path, int, str], front: CountingFront) -> None:
     root, _, _ = recorded
     mark = front.mark()
-    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"), "--check"],
+    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "rec.yaml"), "--check"],
                    seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     assert front.since(mark, "") == []
@@ -99,7 +106,7 @@ def test_a_frozen_check_sends_nothing_and_says_so(recorded: tuple[Path, int, str
 def test_a_replayed_perturbation_counts_what_it_sent(recorded: tuple[Path, int, str], front: CountingFront) -> None:
     root, _, _ = recorded
     mark = front.mark()
-    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"),
+    done = run_cli(["replay", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "rec.yaml"),
                     "--node", "write", "--op", "param_change", "--params", '{"temperature": 1.3}',
                     "--out", str(root / "op"), "--quiet"], seconds=RUN_SECONDS)
     assert done.code in (0, 1), done.stdout + done.stderr
@@ -135,7 +142,7 @@ def test_attribution_pays_only_for_sampling_on_an_unchanged_deployment(
 ) -> None:
     root, _, _ = recorded
     mark = front.mark()
-    done = run_cli(["attribute", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "record.yaml"),
+    done = run_cli(["attribute", str(root / "rec" / "traces.jsonl"), "--spec", str(root / "rec.yaml"),
                     "--repeats", "2", "--out", str(root / "attribution")], seconds=RUN_SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     sent = front.since(mark)
@@ -150,11 +157,7 @@ def test_requests_the_contract_does_not_account_for_are_named(
     recorded: tuple[Path, int, str], front: CountingFront
 ) -> None:
     root, _, _ = recorded
-    spec = root / "record_peeking.yaml"
-    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_peeking", url=front.url, extra="",
-                                  out=root / "rec_peeking"))
-    mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
+    spec, mark, done = _record(front, root, "pipeline_peeking", "rec_peeking")
     assert done.code == 0, done.stderr
     peeked = len(front.since(mark, "/models/sim-echo"))
     assert peeked == len(QUESTIONS) * 2
@@ -176,11 +179,7 @@ def test_a_tool_host_the_spec_names_is_recorded_and_served(
     a tool call of its node, accounted for, and served by a frozen replay (nothing sent)."""
     root, _, _ = recorded
     host = front.url.split("//", 1)[1].split("/", 1)[0]
-    spec = root / "record_fetching.yaml"
-    spec.write_text(RECORD.format(pipelines=PIPELINES, function="pipeline_fetching", url=front.url,
-                                  extra=f"tools: {{http: [\"{host}\"]}}\n", out=root / "rec_fetching"))
-    mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"], seconds=RUN_SECONDS)
+    spec, mark, done = _record(front, root, "pipeline_fetching", "rec_fetching", f"tools: {{http: [\"{host}\"]}}\n")
     assert done.code == 0 and "does not account for" not in done.stderr, done.stderr
     assert len(front.since(mark, "/models/sim-echo")) == len(QUESTIONS) * 2
     summary = json.loads((root / "rec_fetching" / "summary.json").read_text())
