@@ -156,6 +156,17 @@ class PipelineGraph(_Model):
                 raise ValueError(_unknown("loop.body", name, known))
         return self
 
+    def over(self, declared: PipelineGraph) -> PipelineGraph:
+        """This graph (a graph file) completed by the pipeline's declarations: the nodes
+        it does not name (an integration declares its agents' and tools' nodes) and their
+        edges. What this graph says of a node stands; with ``infer: false`` it is the
+        whole graph, as it says."""
+        if not self.infer or not declared.nodes:
+            return self
+        nodes = {**{k: v for k, v in declared.nodes.items() if k not in self.nodes}, **self.nodes}
+        edges = list(dict.fromkeys([*map(tuple, self.edges), *map(tuple, declared.edges)]))
+        return self.model_copy(update={"nodes": nodes, "edges": edges})
+
     def parents(self, node: str) -> list[str]:
         """Parents of ``node`` along the graph's edges, without self-loops."""
         return [a for a, b in self.edges if b == node and a != node]

@@ -94,17 +94,24 @@ class ResponsesFormat(WireFormat):
                 answer.tool_calls.append({"id": item.get("call_id"), "type": "function",
                                           "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
         answer.text = "".join(texts)
+        ids = _item_ids(body["output"])
+        if ids:
+            answer.extra["item_ids"] = ids
         return answer
 
     def _output(self, answer: Answer, rid: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
+        ids = answer.extra.get("item_ids") or {}
+        calls = list(ids.get("calls") or [])
         if answer.text or not answer.tool_calls:
-            items.append({"type": "message", "id": f"msg_{rid}", "status": "completed", "role": "assistant",
+            items.append({"type": "message", "id": ids.get("message") or f"msg_{rid}", "status": "completed",
+                          "role": "assistant",
                           "content": [{"type": "output_text", "text": answer.text, "annotations": [],
                                        "logprobs": answer.logprobs or []}]})
         for k, call in enumerate(answer.tool_calls):
             function = call.get("function") or {}
-            items.append({"type": "function_call", "id": f"fc_{k}_{rid}", "call_id": call.get("id"),
+            item_id = calls[k] if k < len(calls) and calls[k] else f"fc_{k}_{rid}"
+            items.append({"type": "function_call", "id": item_id, "call_id": call.get("id"),
                           "name": function.get("name"), "arguments": function.get("arguments") or "{}",
                           "status": "completed"})
         return items
@@ -138,6 +145,20 @@ class ResponsesFormat(WireFormat):
 
     def assembler(self) -> StreamAssembler:
         return _ResponsesAssembler(self)
+
+
+def _item_ids(output: list[Any]) -> dict[str, Any]:
+    """The ids of an answer's output items as the endpoint gave them (the first message's,
+    each function call's): an SDK sends them back in its next request, so a served answer
+    carries them again."""
+    message = next((i.get("id") for i in output if isinstance(i, dict) and i.get("type") == "message"), None)
+    calls = [i.get("id") for i in output if isinstance(i, dict) and i.get("type") == "function_call"]
+    out: dict[str, Any] = {}
+    if message:
+        out["message"] = message
+    if any(calls):
+        out["calls"] = calls
+    return out
 
 
 def _item_events(i: int, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -92,7 +92,7 @@ def check_spec(spec: CampaignSpec, path: Path) -> tuple[Any, PipelineGraph | Non
     _check_models(spec, base_dir, spot)
     for i, p in enumerate(spec.perturbations):
         _check_variants(p, i, base_dir, spot)
-    graph = load_graph(base_dir / spec.graph) if spec.graph else declared_graph()
+    graph = load_graph(base_dir / spec.graph).over(declared_graph()) if spec.graph else declared_graph()
     if not graph.nodes:
         return fn, None
     for i, p in enumerate(spec.perturbations):

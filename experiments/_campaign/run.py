@@ -254,8 +254,10 @@ class CampaignRun:
         return traces
 
     def declared(self) -> PipelineGraph:
-        """The spec's graph file, or the pipeline's declarations."""
-        return load_graph(self.base_dir / self.spec.graph) if self.spec.graph else declared_graph()
+        """The spec's graph file over the pipeline's declarations (:meth:`PipelineGraph.over`),
+        or the declarations."""
+        declared = declared_graph()
+        return load_graph(self.base_dir / self.spec.graph).over(declared) if self.spec.graph else declared
 
     def graph(self, traces: list[Trace]) -> PipelineGraph:
         """The declared graph's part that ``traces`` ran, completed from the ok traces."""

@@ -162,6 +162,9 @@ class CapturedCall:
         if result is None:
             return self._cached()
         answer = self._recorded_answer(result)
+        edit = getattr(self.call.record.replay, "answer_edit", None) if self.call.record is not None else None
+        if edit is not None:
+            answer = self._edited(edit, answer)
         builder = current_builder.get()
         if builder is not None and answer.id:
             _served_ids.setdefault(builder, set()).add(answer.id)
@@ -182,8 +185,23 @@ class CapturedCall:
             logprobs=result.logprobs,
             model=result.model or self.call.model,
             id=wire.get("id") or "chatcmpl-quiver-" + (self.call.sample_key or "served"),
-            extra={"system_fingerprint": fingerprint} if fingerprint else {},
+            extra={**({"system_fingerprint": fingerprint} if fingerprint else {}),
+                   **({"item_ids": wire["items"]} if wire.get("items") else {})},
         )
+
+    def _edited(self, edit: Callable[[Answer], Answer], answer: Answer) -> Answer:
+        """The recorded answer as a replay's output perturbation serves it, recorded as
+        the call's (its text and tool calls)."""
+        answer = edit(answer)
+        record = self.call.record
+        assert record is not None
+        if answer.tool_calls:
+            record.tags["tool_calls"] = answer.tool_calls
+        else:
+            record.tags.pop("tool_calls", None)
+        if record.response is not None:
+            record.response = record.response.model_copy(update={"content": answer.text})
+        return answer
 
     def _rendered(self, answer: Answer) -> Served:
         if self.stream:
@@ -297,8 +315,9 @@ class CapturedCall:
     def _record(self, answer: Answer, *, attempts: int) -> None:
         """Record ``answer`` as the call's (``attempts`` 0: the response cache's)."""
         record = self.call.record
-        if record is not None and self.fmt is not CHAT and answer.id:
-            record.tags["wire"] = {"format": self.fmt.name, "id": answer.id}
+        if record is not None and answer.id:  # served with them again: SDKs carry ids into later requests
+            record.tags["wire"] = {"format": self.fmt.name, "id": answer.id,
+                                   **({"items": answer.extra["item_ids"]} if answer.extra.get("item_ids") else {})}
         self.call.finish(answer, attempts)
 
     def fail(self, exc: BaseException) -> None:

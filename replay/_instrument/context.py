@@ -106,6 +106,10 @@ class Directive:
         llm: What LLM calls made on this call's record do: ``serve`` the recorded
             response, ``serve_if_same`` only when the request equals the recorded one,
             or go ``live``.
+        answer_edit: For a target whose output operator is served through its body (an
+            agent's turn, :mod:`quiver.integrations.openai_agents`): turns the recorded
+            answer (a :class:`quiver._wire.Answer`) into the one served, so that what the
+            framework reads from it is the perturbed output.
     """
 
     action: str
@@ -113,6 +117,7 @@ class Directive:
     skip_body: bool = False
     context: Any = None
     llm: str = "live"
+    answer_edit: Any = None
 
 
 @dataclass(eq=False)

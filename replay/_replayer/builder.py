@@ -329,22 +329,44 @@ class ReplayBuilder(TraceBuilder):
         with template_overrides(templates), request_overrides(change.params), swapped_messages(change.messages):
             yield
 
+    def _operated(self, recorded: NodeCall) -> Any:
+        """The target's recorded output with the replay's output operator applied (the
+        recording's, not applied, when the operator cannot apply to it), the target's
+        report updated."""
+        assert self.operator is not None and self.target_report is not None
+        context = self._operator_context(recorded)
+        try:
+            output = self.operator.apply(copy.deepcopy(recorded.output), context)
+        except OperatorError as exc:  # it cannot apply to this output: served as recorded, not applied
+            self.target_report.landed, self.target_report.not_landed = False, str(exc)
+            return copy.deepcopy(recorded.output)
+        self.target_report.landed = True
+        if self.operator.binary:
+            self.target_report.noop = self.operator.is_noop(recorded.output, output, context)
+        return output
+
+    def perturbed_output(self, record: CallRecord) -> Any:
+        """The output an output operator gives the target ``record``, for a call that
+        serves it through its body instead of skipping it (an agent's turn, whose
+        framework reads the model's answer, not the node's output: the integration
+        serves the recorded answer edited to say it, :attr:`Directive.answer_edit`).
+        The call stays open; the integration closes it with what its body returned and
+        says whether that is the perturbed output (:meth:`not_landed`)."""
+        assert self.operator is not None
+        output = self._operated(record.replay.recorded)
+        record.tags[PERTURBED_TAG] = self.operator.describe()
+        return output
+
+    def not_landed(self, reason: str) -> None:
+        """The perturbation reached its target but not what it changes (``reason``)."""
+        if self.target_report is not None:
+            self.target_report.landed, self.target_report.not_landed = False, reason
+
     def serve_call(self, record: CallRecord) -> Any:
         """Close a call from the recording without running its body; return its output."""
         directive = record.replay
         recorded: NodeCall = directive.recorded
-        output = copy.deepcopy(recorded.output)
-        if directive.action == "perturb":
-            assert self.operator is not None and self.target_report is not None
-            context = self._operator_context(recorded)
-            try:
-                output = self.operator.apply(copy.deepcopy(recorded.output), context)
-            except OperatorError as exc:  # it cannot apply to this output: served as recorded, not applied
-                self.target_report.landed, self.target_report.not_landed = False, str(exc)
-            else:
-                self.target_report.landed = True
-                if self.operator.binary:
-                    self.target_report.noop = self.operator.is_noop(recorded.output, output, context)
+        output = self._operated(recorded) if directive.action == "perturb" else copy.deepcopy(recorded.output)
         record.decision = copy.deepcopy(recorded.decision)
         record.model, record.prompt, record.response = recorded.model, recorded.prompt, recorded.response
         record.retrieval, record.tool = recorded.retrieval, recorded.tool

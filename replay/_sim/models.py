@@ -36,7 +36,9 @@ one entry per group, before any top-p filtering; a fixed value has log-probabili
 A model may also answer with tool calls: :class:`ToolCall` (or a list of them, for
 parallel calls) names a tool the request offers (``tools``, under ``tool_choice``) and
 gives its arguments as :class:`Fields` (sampled like any structured answer) or a fixed
-dict. The choice is then an assistant message with ``content: null`` and OpenAI-format
+dict; its name may be sampled too, from ``{tool_name: logit}`` (a model choosing between
+tools or handoffs), its group drawn before its arguments'. The choice is then an
+assistant message with ``content: null`` and OpenAI-format
 ``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments"}}``,
 ``arguments`` the JSON text), ``finish_reason: "tool_calls"``. A call's id is a hash of
 the model, the conversation's length, the call's place and its name and arguments: the
@@ -151,12 +153,15 @@ class ToolCall:
 
     ``arguments`` is a :class:`Fields` (its groups sampled like a structured answer's) or
     a dict (a fixed JSON object). The name must be one of the request's
-    :attr:`SimRequest.tool_names`. A model answers several calls at once with a list.
+    :attr:`SimRequest.tool_names`, or a dict ``{tool_name: logit}`` of such names, sampled
+    as a group (before the arguments' groups): which tool a model picks, or which agent it
+    hands off to, then varies as a sampled field does. A model answers several calls at
+    once with a list.
     """
 
     __slots__ = ("name", "arguments")
 
-    def __init__(self, name: str, arguments: Fields | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str | Mapping[str, float], arguments: Fields | Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.arguments = Fields() if arguments is None else arguments
 
@@ -290,8 +295,9 @@ class _Plan:
 
     groups: tuple[_Group, ...]
     slots: tuple[tuple[tuple[str, ...], int | None], ...] | None = None
-    calls: tuple[tuple[str, tuple[tuple[tuple[str, ...], int | None], ...]], ...] | None = None
-    """For tool calls: each call's name and the slots of its arguments."""
+    calls: tuple[tuple[str | int, tuple[tuple[tuple[str, ...], int | None], ...]], ...] | None = None
+    """For tool calls: each call's name (or the index of the group its name is sampled
+    from) and the slots of its arguments."""
 
 
 def _plan(model: str, output: Any, req: SimRequest | None = None) -> _Plan:
@@ -322,12 +328,17 @@ def _tool_plan(model: str, calls: list[ToolCall], req: SimRequest | None) -> _Pl
     groups: list[_Group] = []
     planned = []
     for call in calls:
-        if not isinstance(call.name, str) or call.name not in offered:
-            raise SimulatorError(
-                f"simulated model '{model}' called the tool {call.name!r}, which the request does not "
-                f"let it call; callable tools: {', '.join(map(repr, offered)) or 'none'} "
-                "(read SimRequest.tool_names before answering with a ToolCall)"
-            )
+        names = list(call.name) if isinstance(call.name, Mapping) else [call.name]
+        for name in names:
+            if not isinstance(name, str) or name not in offered:
+                raise SimulatorError(
+                    f"simulated model '{model}' called the tool {name!r}, which the request does not "
+                    f"let it call; callable tools: {', '.join(map(repr, offered)) or 'none'} "
+                    "(read SimRequest.tool_names before answering with a ToolCall)"
+                )
+        named: str | int = call.name if isinstance(call.name, str) else len(groups)
+        if isinstance(call.name, Mapping):
+            groups.append(_sampled_group(model, ("(tool name)",), call.name))
         arguments = call.arguments
         if isinstance(arguments, Mapping) and not isinstance(arguments, Fields):
             arguments = Fields(**{str(k): Fixed(v) for k, v in arguments.items()})
@@ -338,7 +349,7 @@ def _tool_plan(model: str, calls: list[ToolCall], req: SimRequest | None) -> _Pl
             )
         slots: list[tuple[tuple[str, ...], int | None]] = []
         _flatten(model, arguments, (), groups, slots)
-        planned.append((call.name, tuple(slots)))
+        planned.append((named, tuple(slots)))
     return _Plan(tuple(groups), None, tuple(planned))
 
 
@@ -555,7 +566,8 @@ def _choice(plan: _Plan, req: SimRequest, nondeterminism: float, index: int) -> 
     values = [g.values[k] for g, k in zip(plan.groups, picks, strict=True)]
     if plan.calls is not None:
         calls = tuple(
-            _tool_call(req, index, k, name, _render_object(req.model, slots, values))
+            _tool_call(req, index, k, name if isinstance(name, str) else str(values[name]),
+                       _render_object(req.model, slots, values))
             for k, (name, slots) in enumerate(plan.calls)
         )
         tokens = [_token(v) for v in values]

@@ -1,10 +1,11 @@
-"""The bundled openai-agents order desk (experiments/agents_example): an agent with a
-function tool on the Responses API, recorded with ``quiver record`` at concurrency 4
-(the SDK's one shared client, in the event loop quiver shares), reproduced by
-``quiver replay --check`` with no LLM call, and perturbed by its campaign
-(experiments/specs/agents_example.yaml): a prompt swap of the agent's inline
-instructions, an override of what its tool returned and a parameter change, each with
-effective pairs, on the local executor and on Ray.
+"""The bundled openai-agents order desk (experiments/agents_example): a triage agent that
+hands off to an order desk or a refunds desk, each with a function tool, on the Responses
+API, instrumented with ``instrument(TRIAGE)``. Recorded with ``quiver record`` at
+concurrency 4 (the SDK's one shared client, in the event loop quiver shares), reproduced
+by ``quiver replay --check`` with no LLM call, and perturbed by its campaign
+(experiments/specs/agents_example.yaml): the handoff flipped (the other desk runs), a tool
+result overridden, the order desk's inline instructions swapped and its model heated,
+each with effective pairs, on the local executor and on Ray.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from quiver import load_traces
 from quiver.experiments._campaign import run_campaign
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "experiments" / "agents_example"
 SPEC = ROOT / "experiments" / "specs" / "agents_example.yaml"
-PERTURBATIONS = ("desk-apologise", "order-shipped", "desk-hot")
+PERTURBATIONS = ("handoff-flip", "order-shipped", "desk-apologise", "desk-hot")
+DESKS = {"Order desk": "lookup_order", "Refunds desk": "open_refund"}
 
 
 def _quiver(*args: str) -> subprocess.CompletedProcess[str]:
@@ -38,35 +41,59 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_the_agent_records_at_concurrency_4_with_every_call_on_the_responses_api(recording: Path) -> None:
-    traces = [json.loads(line) for line in (recording / "traces.jsonl").read_text().splitlines()]
-    assert len(traces) == 8 and all(t["status"] == "ok" for t in traces)
+def test_agents_and_tools_are_the_recorded_nodes(recording: Path) -> None:
+    traces = load_traces(recording / "traces.jsonl").traces
+    assert len(traces) == 16 and all(t.status == "ok" for t in traces)
     for trace in traces:
-        agent_calls = [c for c in trace["calls"] if c["node"] in ("desk", "llm") and c["model"]]
-        assert [c["tags"]["wire"]["format"] for c in agent_calls] == ["responses", "responses"]
-        assert [c["node"] for c in trace["calls"] if c["kind"] == "tool"] == ["lookup_order"]
+        triage = [c for c in trace.calls if c.node == "Triage"]
+        assert len(triage) == 1 and triage[0].kind == "llm"
+        desk = triage[0].decision["handoff"]
+        assert desk in DESKS and triage[0].output["handoff"] == desk
+        turns = [c for c in trace.calls if c.node == desk]
+        assert [c.kind for c in turns] == ["llm", "llm"]  # the tool call, then the answer
+        assert all(c.tags["wire"]["format"] == "responses" for c in [*triage, *turns])
+        tools = [c for c in trace.calls if c.kind == "tool"]
+        assert [c.node for c in tools] == [DESKS[desk]] and tools[0].tool is not None
+        # the graph of the conversation: triage -> desk turn -> tool -> next desk turn
+        by_id = {c.call_id: c for c in trace.calls}
+        assert [by_id[p].node for p in turns[0].parents] == ["Triage"]
+        assert [by_id[p].node for p in tools[0].parents] == [desk]
+        assert sorted(by_id[p].node for p in turns[1].parents) == sorted([desk, DESKS[desk]])
+        assert trace.output["desk"] == desk
     summary = json.loads((recording / "summary.json").read_text())
-    assert summary.get("llm_calls", 24) == 24
+    assert summary["llm_calls"] == 16 * 4  # intake, triage, the desk's two turns
 
 
 def test_replay_check_reproduces_every_trace_with_no_llm_call(recording: Path) -> None:
     proc = _quiver("replay", "--spec", str(EXAMPLE / "record.yaml"), "--check", str(recording / "traces.jsonl"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "8 of 8 traces reproduce exactly" in proc.stdout + proc.stderr
+    assert "16 of 16 traces reproduce exactly" in proc.stdout + proc.stderr
     assert "0 LLM calls made" in proc.stdout + proc.stderr
 
 
-def _effective(out: Path) -> dict[str, Any]:
+def _rows(out: Path) -> dict[str, Any]:
     campaign = json.loads((out / "campaign.json").read_text())
     return {p["id"]: p for p in campaign["perturbations"]}
 
 
 def _check_campaign(result: Any, out: Path) -> None:
     assert result.complete and not result.status.get("failed")
-    rows = _effective(out)
+    rows = _rows(out)
     for pid in PERTURBATIONS:
         row = rows[pid]
         assert row["effective"] > 0 and row["failed"] == 0 and row["not_applied"] == 0, (pid, row)
+    baselines = {t.trace_id: t for t in load_traces(out / "baseline" / "traces.jsonl").traces}
+    flips = [t for t in load_traces(out / "replays.jsonl").traces if "~handoff-flip/" in t.trace_id]
+    assert len(flips) == rows["handoff-flip"]["effective"] > 0
+    for replay in flips:
+        recorded = next(c for c in baselines[replay.trace_id.split("~")[0]].calls if c.node == "Triage")
+        flipped = next(c for c in replay.calls if c.node == "Triage")
+        other = next(d for d in DESKS if d != recorded.decision["handoff"])
+        assert flipped.decision["handoff"] == other
+        # the other desk ran, live, with its own tool; the recorded desk did not
+        assert [c.node for c in replay.calls if c.node in DESKS] == [other, other]
+        assert any(c.node == DESKS[other] for c in replay.calls)
+        assert replay.output["desk"] == other
 
 
 def test_the_campaign_gives_effective_pairs_for_each_perturbation(tmp_path: Path) -> None:

@@ -1,0 +1,159 @@
+"""``instrument(agent, ...)``: the agents found, their nodes declared, the SDK hooked once.
+
+The SDK resolves the model of every turn through one function of its run loop
+(``agents.run_internal.run_loop.get_model``); :func:`instrument` replaces it, once per
+process, with one that hands back the resolved model wrapped in an
+:class:`~.turns.AgentModel` for the agent whose turn it is. Function tools are wrapped
+when a turn is given them (and, for the agents found here, at once). Nothing is wrapped
+twice, and nothing records outside a recording or a replay.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from quiver._errors import InstrumentationError
+from quiver.replay import node
+
+from .tools import wrap_tool, wrap_tools
+from .turns import AgentModel
+
+if TYPE_CHECKING:
+    from quiver import CallKind
+
+__all__ = ["instrument", "node_names"]
+
+_SUPPORTED = "openai-agents 0.24"
+_lock = threading.Lock()
+_installed = False
+
+
+def instrument(*agents: Any) -> Any:
+    """Record and replay an openai-agents app with its agents, tools and handoffs as
+    nodes (see :mod:`quiver.integrations.openai_agents`).
+
+    Args:
+        agents: The app's entry agents. The agents they hand off to and the agents
+            they use as tools (``Agent.as_tool``) are found from them; an agent reached
+            otherwise is recorded all the same, without declared field types.
+
+    Returns:
+        The first agent given, so that ``triage = instrument(Agent(...))`` reads well.
+
+    Raises:
+        InstrumentationError: No agent given, something that is not an ``Agent``, or an
+            SDK whose run loop this integration does not know.
+    """
+    from agents import Agent
+
+    if not agents:
+        raise InstrumentationError("instrument() needs the app's entry agent: instrument(triage_agent)")
+    for agent in agents:
+        if not isinstance(agent, Agent):
+            raise InstrumentationError(f"instrument() takes openai-agents Agent objects; got {type(agent).__name__}")
+    _install()
+    found = _reachable(agents)
+    _declare(found)
+    for agent in found:
+        for tool in _function_tools(agent):
+            wrap_tool(tool)
+    return agents[0]
+
+
+def node_names(*agents: Any) -> list[str]:
+    """The node names :func:`instrument` gives these agents and what they reach: each
+    agent's name, then its function tools' names, in the order found."""
+    names: list[str] = []
+    for agent in _reachable(agents):
+        names.append(str(agent.name))
+        names += [str(t.name) for t in _function_tools(agent) if not getattr(t, "_is_agent_tool", False)]
+    return list(dict.fromkeys(names))
+
+
+def _install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        try:
+            from agents.run_internal import run_loop
+        except ImportError:
+            resolve = None
+        else:
+            resolve = getattr(run_loop, "get_model", None)
+        if not callable(resolve):
+            import agents
+
+            raise InstrumentationError(
+                f"openai-agents {getattr(agents, '__version__', '?')}: its run loop resolves models where this "
+                f"integration does not look (agents.run_internal.run_loop.get_model); it supports {_SUPPORTED}"
+            )
+
+        resolved = resolve
+
+        def get_model(agent: Any, run_config: Any) -> Any:
+            return AgentModel(resolved(agent, run_config), agent, wrap_tools)
+
+        run_loop.get_model = get_model
+        _installed = True
+
+
+def _handoff_agents(agent: Any) -> Iterator[Any]:
+    from agents import Agent
+
+    for h in agent.handoffs or ():
+        if isinstance(h, Agent):
+            yield h
+            continue
+        ref = getattr(h, "_agent_ref", None)
+        target = ref() if callable(ref) else None
+        if isinstance(target, Agent):
+            yield target
+
+
+def _function_tools(agent: Any) -> list[Any]:
+    from agents import FunctionTool
+
+    return [t for t in agent.tools or () if isinstance(t, FunctionTool)]
+
+
+def _reachable(agents: tuple[Any, ...]) -> list[Any]:
+    """The agents given and every agent they reach by handoff or as a tool, in order."""
+    found: dict[int, Any] = {}
+    stack = list(reversed(agents))
+    while stack:
+        agent = stack.pop()
+        if id(agent) in found:
+            continue
+        found[id(agent)] = agent
+        inner = [t._agent_instance for t in _function_tools(agent) if getattr(t, "_agent_instance", None) is not None]
+        stack += reversed([*_handoff_agents(agent), *inner])
+    return list(found.values())
+
+
+def _declare(agents: list[Any]) -> None:
+    """Declare each agent's node (its turns' fields) and its tools' nodes, with the edges
+    agent -> its tools -> the agent, and agent -> the agents it hands off to."""
+    parents: dict[str, list[str]] = {}
+    fields: dict[str, dict[str, Any] | None] = {}
+    for agent in agents:
+        name = str(agent.name)
+        targets = [str(a.name) for a in _handoff_agents(agent)]
+        tools = [str(t.name) for t in _function_tools(agent) if not getattr(t, "_is_agent_tool", False)]
+        own: dict[str, Any] = {"text": {"type": "text"}, "tool_calls": {"type": "list"}}
+        if targets:
+            own["handoff"] = {"type": "categorical", "role": "routing", "categories": targets}
+        if tools:
+            own["tool"] = {"type": "categorical", "role": "routing", "categories": tools}
+        fields[name] = own
+        for tool in tools:
+            fields.setdefault(tool, None)
+            parents.setdefault(tool, []).append(name)
+            parents.setdefault(name, []).append(tool)
+        for target in targets:
+            parents.setdefault(target, []).append(name)
+    for name, declared in fields.items():
+        kind: CallKind = "llm" if declared is not None else "tool"
+        node(name, kind=kind, fields=declared, parents=list(dict.fromkeys(parents.get(name, []))))
