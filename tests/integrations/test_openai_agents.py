@@ -1,0 +1,227 @@
+"""An async support desk on openai-agents, instrumented with one line, measured at a
+counting front (tests/pipelines/agent_desk: a triage agent hands off to a billing agent
+with ``lookup_invoice`` or a technical agent with ``check_service_status`` and
+``open_ticket``; a chat completion summarises; 16 messages, 3 repeats).
+
+What must hold: the recorded nodes are the agents' and the tools', with the conversation
+as parents; a frozen check sends nothing; every effective pair of a handoff flip runs the
+other agent, whose requests the front received for that message and whose calls the
+replay names; an override of a tool's result is what the next turn reads; a parameter
+change of one agent reaches that agent's requests only; streamed runs and the chat
+completions model record and replay the same way; every count the engine prints equals
+the front's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from counting_front import CountingFront
+from fuzzing import run_cli
+
+from quiver import load_traces
+from quiver.replay import Simulator, SimulatorConfig
+
+DESK = Path(__file__).parents[1] / "pipelines" / "agent_desk"
+AGENTS = {"Billing agent": "desk-billing", "Technical agent": "desk-tech"}
+TOOLS = {"Billing agent": {"lookup_invoice"}, "Technical agent": {"check_service_status", "open_ticket"}}
+MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
+            for line in (DESK / "inputs.jsonl").read_text().splitlines()}
+SECONDS = 300.0
+
+RECORD = """\
+pipeline: {desk}/pipeline.py:{function}
+llm: {{base_url: {url}, model: desk-triage, api_key_env: QUIVER_DESK_KEY}}
+inputs: {desk}/inputs.jsonl
+repeats: {repeats}
+concurrency: 4
+seed: 0
+output: {out}
+"""
+
+CAMPAIGN = """\
+pipeline: {desk}/pipeline.py:run
+llm: {{base_url: {url}, model: desk-triage, api_key_env: QUIVER_DESK_KEY}}
+baseline: {baseline}
+perturbations:
+{perturbations}
+replay: {{repeats: 1, controls: {controls}, downstream: live}}
+executor: {{kind: local, concurrency: 4}}
+analysis: {{resamples: 200, permutations: 200, cache_dir: {cache}}}
+output: {out}
+"""
+
+
+@pytest.fixture(scope="module")
+def front() -> Iterator[CountingFront]:
+    spec = importlib.util.spec_from_file_location("agent_desk_sim_models", DESK / "sim_models.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers the desk's simulated models
+    with Simulator(SimulatorConfig()) as sim, CountingFront(sim.url, bodies=True) as counting, \
+            pytest.MonkeyPatch.context() as env:
+        env.setenv("QUIVER_DESK_KEY", "sk-desk-test")
+        yield counting
+
+
+def _llm(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in requests if r["path"].endswith(("/responses", "/chat/completions"))]
+
+
+def _message(request: dict[str, Any]) -> str:
+    """The customer's message a request carries (its first user message)."""
+    body = request["body"] or {}
+    items = body.get("input") if "input" in body else body.get("messages")
+    if isinstance(items, str):
+        return items
+    for item in items or []:
+        if item.get("role") == "user":
+            content = item.get("content")
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    return ""
+
+
+def _printed_llm_calls(text: str) -> int:
+    found = re.findall(r"([\d,]+) LLM calls", text)
+    assert found, text
+    return int(found[-1].replace(",", ""))
+
+
+@pytest.fixture(scope="module")
+def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]], Any]:
+    root = tmp_path_factory.mktemp("agent-desk")
+    spec = root / "record.yaml"
+    spec.write_text(RECORD.format(desk=DESK, function="run", url=front.url, repeats=3, out=root / "rec"))
+    mark = front.mark()
+    done = run_cli(["record", str(spec), "--quiet"], seconds=SECONDS)
+    assert done.code == 0, done.stderr
+    return root, _llm(front.requests()[mark:]), done
+
+
+def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parents(
+        recorded: tuple[Path, list[dict[str, Any]], Any]) -> None:
+    root, sent, done = recorded
+    traces = load_traces(root / "rec" / "traces.jsonl").traces
+    assert len(traces) == 48 and all(t.status == "ok" for t in traces)
+    nodes = {c.node for t in traces for c in t.calls}
+    assert nodes == {"input", "Triage agent", "Billing agent", "Technical agent", "lookup_invoice",
+                     "check_service_status", "open_ticket", "summary"}
+    for trace in traces:
+        by_id = {c.call_id: c for c in trace.calls}
+        triage = next(c for c in trace.calls if c.node == "Triage agent")
+        agent = triage.decision["handoff"]
+        assert agent in AGENTS and trace.output["agent"] == agent
+        for call in trace.calls:
+            if call.kind == "tool":
+                assert call.node in TOOLS[agent] and [by_id[p].node for p in call.parents] == [agent]
+            elif call.node == agent:
+                parents = {by_id[p].node for p in call.parents}
+                assert parents <= {agent, "Triage agent"} | TOOLS[agent] and parents
+        assert {by_id[p].node for p in next(c for c in trace.calls if c.node == agent).parents} == {"Triage agent"}
+    # every count the engine gives is the front's
+    summary = json.loads((root / "rec" / "summary.json").read_text())
+    assert summary["llm_calls"] == len(sent) == _printed_llm_calls(done.stdout + done.stderr)
+    by_model = Counter(r["model"] for r in sent)
+    turns = Counter(AGENTS.get(c.node, "desk-triage" if c.node == "Triage agent" else "desk-summary")
+                    for t in traces for c in t.calls if c.kind == "llm")
+    assert by_model == turns
+
+
+def test_a_frozen_check_sends_nothing(recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
+    root, _, _ = recorded
+    mark = front.mark()
+    done = run_cli(["replay", "--spec", str(root / "record.yaml"), "--check", str(root / "rec" / "traces.jsonl")],
+                   seconds=SECONDS)
+    assert done.code == 0, done.stderr
+    assert "48 of 48 traces reproduce exactly" in done.stdout + done.stderr
+    assert front.requests()[mark:] == []
+
+
+def _campaign(root: Path, front: CountingFront, name: str, perturbations: str, controls: int
+              ) -> tuple[Path, list[dict[str, Any]], Any]:
+    spec = root / f"{name}.yaml"
+    spec.write_text(CAMPAIGN.format(desk=DESK, url=front.url, baseline=root / "rec" / "traces.jsonl",
+                                    perturbations=perturbations, controls=controls, cache=root / "embeddings",
+                                    out=root / name))
+    mark = front.mark()
+    done = run_cli(["run", str(spec)], seconds=SECONDS)
+    assert done.code in (0, 1), done.stderr
+    return root / name, _llm(front.requests()[mark:]), done
+
+
+def test_every_effective_handoff_flip_runs_the_other_agent_live(
+        recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
+    root, _, _ = recorded
+    out, sent, done = _campaign(root, front, "flip", "  - {id: flip, node: Triage agent, op: categorical_flip, "
+                                                     "params: {field: handoff}}", controls=0)
+    row = json.loads((out / "campaign.json").read_text())["perturbations"][0]
+    assert row["effective"] == 48 and row["not_applied"] == 0 and row["failed"] == 0
+    baselines = {t.trace_id: t for t in load_traces(root / "rec" / "traces.jsonl").traces}
+    replays = load_traces(out / "replays.jsonl").traces
+    named: Counter[tuple[str, str]] = Counter()
+    for replay in replays:
+        baseline = baselines[replay.trace_id.split("~")[0]]
+        before = next(c for c in baseline.calls if c.node == "Triage agent").decision["handoff"]
+        after = next(c for c in replay.calls if c.node == "Triage agent")
+        other = next(a for a in AGENTS if a != before)
+        assert after.decision["handoff"] == other and after.output["handoff"] == other
+        assert not any(c.node == before for c in replay.calls)  # the recorded agent did not run
+        turns = [c for c in replay.calls if c.node == other]
+        assert turns and replay.output["agent"] == other
+        named[(AGENTS[other], MESSAGES[replay.input_id])] += len(turns)
+    # the front received the other agent's requests, for that message, as many as the replays name;
+    # the triage turn was served (no request), the summary ran live
+    at_front = Counter((r["model"], _message(r)) for r in sent if r["model"] in AGENTS.values())
+    assert at_front == named
+    assert Counter(r["model"] for r in sent)["desk-triage"] == 0
+    assert Counter(r["model"] for r in sent)["desk-summary"] == 48
+    assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
+
+
+def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_agent(
+        recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
+    root, _, _ = recorded
+    perturbations = ("  - {id: invoice-paid, node: lookup_invoice, op: override, params: {set: {status: paid}}}\n"
+                     "  - {id: tech-hot, node: Technical agent, occurrence: 1, op: param_change, "
+                     "params: {temperature: 1.9}}")
+    out, sent, done = _campaign(root, front, "tools", perturbations, controls=1)
+    campaign = json.loads((out / "campaign.json").read_text())
+    rows = {p["id"]: p for p in campaign["perturbations"]}
+    assert rows["invoice-paid"]["effective"] > 0 and rows["invoice-paid"]["not_applied"] == 0
+    for replay in load_traces(out / "replays.jsonl").traces:
+        if "~invoice-paid/" in replay.trace_id and "control" not in replay.trace_id:
+            tool = next(c for c in replay.calls if c.node == "lookup_invoice")
+            answer = [c for c in replay.calls if c.node == "Billing agent"][-1]
+            assert tool.output["status"] == "paid" and "paid" in answer.output["text"]
+    hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]
+    assert hot and {r["model"] for r in hot} == {"desk-tech"}
+    assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
+    # the graph inside the agents: the override's cascade (its downstream nodes' distances) and its
+    # negative control are measured
+    row = rows["invoice-paid"]
+    assert {"Billing agent", "summary"} <= set(row["downstream"]), row["downstream"]
+    assert row["strata"]["effective"]["mean_d"]["Billing agent"] > 0, row["strata"]["effective"]
+    assert row["negative_control"]["passed"] is not None, row["negative_control"]
+
+
+@pytest.mark.parametrize("function", ["run_streamed", "run_chat"])
+def test_streamed_runs_and_the_chat_completions_model_record_and_replay_alike(
+        function: str, front: CountingFront, tmp_path: Path) -> None:
+    spec = tmp_path / "record.yaml"
+    spec.write_text(RECORD.format(desk=DESK, function=function, url=front.url, repeats=1, out=tmp_path / "rec"))
+    done = run_cli(["record", str(spec), "--quiet"], seconds=SECONDS)
+    assert done.code == 0, done.stderr
+    traces = load_traces(tmp_path / "rec" / "traces.jsonl").traces
+    assert {c.node for t in traces for c in t.calls} >= {"Triage agent", "Billing agent", "Technical agent",
+                                                         "lookup_invoice", "check_service_status"}
+    mark = front.mark()
+    check = run_cli(["replay", "--spec", str(spec), "--check", str(tmp_path / "rec" / "traces.jsonl")],
+                    seconds=SECONDS)
+    assert check.code == 0 and "16 of 16 traces reproduce exactly" in check.stdout + check.stderr, check.stderr
+    assert front.requests()[mark:] == []
