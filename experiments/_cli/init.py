@@ -302,7 +302,8 @@ def proposal(node: NodeFound) -> tuple[str, str, dict[str, Any]] | str:
                     {"field": _field_param(name), "action": "remove", "count": 1})
     for name, kind in types.items():
         if kind == "numeric":
-            return f"scale {name} by 1.5", "numeric_edit", {"field": _field_param(name), "action": "scale", "amount": 1.5}
+            return (f"scale {name} by 1.5", "numeric_edit",
+                    {"field": _field_param(name), "action": "scale", "amount": 1.5})
     if node.kind == "llm" and node.temperature is not None:
         new = 0.0 if node.temperature >= 0.5 else 1.0
         return (f"sample its LLM calls at temperature {new:g} instead of {node.temperature:g}", "param_change",
