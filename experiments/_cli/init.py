@@ -287,6 +287,9 @@ def proposal(node: NodeFound) -> tuple[str, str, dict[str, Any]] | str:
     second commonest value seen, drop one element of a list, scale a number by 1.5, move
     the sampling temperature of its LLM calls (0 <-> 1), empty a text field."""
     types = node.fields
+    if node.kind == "router":
+        return ("no perturbation proposed: a router's output is the arm it took, which a replay decides "
+                "again; perturb the field it decides on, at the node that produced it")
     for name, kind in types.items():
         if kind == "bool":
             return (f"flip {name}: what follows when the decision goes the other way", "bool_flip",
