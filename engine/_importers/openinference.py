@@ -11,8 +11,9 @@
   ``llm.invocation_parameters`` as it stands;
 * prompt: ``llm.input_messages.N.message.*`` (role, content, ``contents.M``,
   ``tool_calls.M``, ``tool_call_id``) as assembled messages (see
-  :mod:`quiver._importers`); ``llm.prompt_template.template`` hashed as the
-  template hash;
+  :mod:`quiver._importers`), else an LLM span's ``input.value`` when it holds chat
+  messages (the OTel GenAI parts form included); ``llm.prompt_template.template``
+  hashed as the template hash;
 * response: ``llm.output_messages.N.message.*`` (the last message's text) and
   ``llm.token_count.{prompt,completion,total}``; without ``output.value`` the
   output messages are the output;
@@ -72,6 +73,7 @@ from .values import (
     documents,
     iso_from_ns,
     loads,
+    messages_in,
     normalise_messages,
     parse_json,
     render_messages,
@@ -114,7 +116,8 @@ class OpenInferenceFormat(OtelFormat):
         mc.input = _value(attrs, "input", note)
         output = _value(attrs, "output", note)
         mc.model = _model(attrs, note)
-        messages = _messages(attrs, "llm.input_messages", note) or _prompts(attrs)
+        messages = _messages(attrs, "llm.input_messages", note) or _prompts(attrs) or (
+            messages_in(mc.input) if mc.kind == "llm" and mc.input is not NOTHING else None)
         template = attrs.get("llm.prompt_template.template")
         if messages or template:
             mc.prompt = PromptInfo(assembled=render_messages(messages or []),

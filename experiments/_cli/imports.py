@@ -141,6 +141,8 @@ def run_import(args: argparse.Namespace) -> int:
         f"attribute keys: {len(mapped)} mapped, {len(kept)} kept in tags"
     )
     print(redactor.text(result.reconciliation.line()))
+    for note in result.notes:
+        print(redactor.text(f"note: {note}"))
     if kept:
         top = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{k} ({n})" for k, n in top[:10])

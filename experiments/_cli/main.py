@@ -26,6 +26,7 @@ from . import (
     diff,
     gate,
     imports,
+    init,
     record,
     replay,
     report,
@@ -39,7 +40,7 @@ from .common import EXIT_CANNOT_RUN, EXIT_INTERRUPTED
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-COMMANDS = (record, analyze, diff, compare, attribute, replay, run, gate, report, show, sim, schema, imports,
+COMMANDS = (init, record, analyze, diff, compare, attribute, replay, run, gate, report, show, sim, schema, imports,
             validate)
 """The command modules, in the order ``quiver --help`` lists them."""
 
