@@ -130,7 +130,7 @@ class OutcomeRunner:
     # -- the evaluators --------------------------------------------------------------
     def _python(self, check: CheckSpec, trace: Trace) -> Any:
         fn = self._functions[str(check.python)]
-        return fn(trace) if check.on == "trace" else fn(trace.output, dict(trace.inputs))
+        return fn(trace) if check.takes == "trace" else fn(trace.output, dict(trace.inputs))
 
     def _similarity(self, a: str, b: str) -> float:
         with self._lock:

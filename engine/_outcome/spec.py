@@ -24,7 +24,7 @@ Exactly one kind per check:
   all-MiniLM-L6-v2 by default) at least ``threshold`` (default 0.8); its score is the
   similarity;
 * ``python``: ``file.py:function`` (relative to the spec) or ``module:function``, called
-  with ``(output, inputs)`` (``on: trace``: with the whole :class:`~quiver.Trace`); it
+  with ``(output, inputs)`` (``takes: trace``: with the whole :class:`~quiver.Trace`); it
   returns a bool, or a score in [0, 1] that passes at ``threshold`` (default 0.5);
 * ``judge``: an LLM judge with a ``rubric``, asked at the spec's endpoint (its own
   ``model``, default the spec's) to answer JSON ``{"verdict": "pass"|"fail", "score":
@@ -118,7 +118,7 @@ class CheckSpec(_Spec):
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     """For ``similar`` (default 0.8), ``python`` and ``judge`` (default 0.5): the score
     that passes."""
-    on: Literal["output", "trace"] = "output"
+    takes: Literal["output", "trace"] = "output"
     """For ``python``: call the function with ``(output, inputs)``, or with the trace."""
 
     @field_validator("equals", "contains", "one_of", "number", "similar", mode="before")
