@@ -39,7 +39,8 @@ from typing import Any, Literal
 
 from scipy.stats import fisher_exact
 
-__all__ = ["Arm", "LocalizeSettings", "StepStats", "Verdict", "node_shares", "step_stats", "verdict", "wilson"]
+__all__ = ["Arm", "LocalizeSettings", "NodeShare", "StepStats", "Verdict", "newcombe", "node_shares", "p_greater",
+           "step_stats", "verdict", "wilson"]
 
 StepState = Literal["decisive", "ruled_out", "undecided"]
 Verdict = Literal["decisive", "undecided", "no single step"]
@@ -142,7 +143,8 @@ def _cannot_reach(intervention: Arm, control: Arm, level: float, n_max: int) -> 
     """Even if every replay left to the arms (up to ``n_max`` each) went the
     intervention's way, the step would not be decisive."""
     left_i, left_c = max(n_max - intervention.n, 0), max(n_max - control.n, 0)
-    best = p_greater(Arm(intervention.n + left_i, intervention.passed + left_i), Arm(control.n + left_c, control.passed))
+    best = p_greater(Arm(intervention.n + left_i, intervention.passed + left_i),
+                     Arm(control.n + left_c, control.passed))
     return best >= level
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from quiver._canonical import content_hash, to_jsonable
 from quiver._errors import QuiverError
+from quiver._outcome import outcome_from_attributes
 from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, Redactor, ToolStep, Trace, write_traces
 
 from .common import (
@@ -43,7 +44,8 @@ __all__ = ["ImportResult", "import_traces"]
 
 NodeNamer = Callable[[SourceSpan], str]
 _KINDS = set(get_args(CallKind))
-_QUIVER_JSON = {"parents", "decision", "tags", "prompt", "response", "tool.response", "trace.tags", "error"}
+_QUIVER_JSON = {"parents", "decision", "tags", "prompt", "response", "tool.response", "trace.tags", "error",
+                "trace.outcome"}
 _QUIVER_KEYS = _QUIVER_JSON | {
     "call_id", "node", "kind", "occurrence", "call_path", "iteration", "loop", "input_hash", "model.version",
     "trace_id", "run_id", "pipeline", "input_id", "repeat", "status", "retrieval.count",
@@ -539,6 +541,7 @@ class _Assembly:
             "inputs": calls[0].output, "calls": calls, "output": to_jsonable(output), "tags": tags,
             "status": tq.get("status") or ("failed" if errors else "ok"),
             "error": tq.get("error") or (errors[0] if errors else None),
+            "outcome": tq.get("trace.outcome") or extra.get("outcome") or outcome_from_attributes(root.attributes),
         }
         return Draft(fields, root, t0, min(s.index for s in self.spans), tq)
 

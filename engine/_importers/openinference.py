@@ -41,7 +41,7 @@ and ``quiver.*`` attributes for the rest: ``quiver.call_id``, ``node``, ``kind``
 other usage), ``tool.response`` (when it is not the output), ``retrieval.count`` (for
 an empty set); a document's content hash and rank ride in its ``document.metadata``.
 The trace span carries ``quiver.trace_id``, ``run_id``, ``pipeline``, ``input_id``,
-``repeat``, ``status``, ``error`` and ``trace.tags``. Importing an export gives the
+``repeat``, ``status``, ``error``, ``trace.tags`` and ``trace.outcome``. Importing an export gives the
 traces back: every field of every call and trace is equal, except that the trace's
 ``tags["import"]`` records the import. Ids are derived from the trace ids (same
 traces, same spans); times start at the run id's timestamp (``20261130T033355Z-...``)
@@ -390,6 +390,8 @@ def _trace_spans(trace: Trace, start_ns: int | None) -> list[dict[str, Any]]:
         attributes["quiver.trace.tags"] = json.dumps(trace.tags, ensure_ascii=False)
     if trace.error is not None:
         attributes["quiver.error"] = trace.error.model_dump_json()
+    if trace.outcome is not None:
+        attributes["quiver.trace.outcome"] = trace.outcome.model_dump_json()
     end = max((c.ended_at for c in trace.calls), default=0.0)
     spans = [_span(trace.pipeline, trace_hex, root_hex, None, base, base + _ns(end), attributes, trace.error,
                    resource)]

@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 from .checks import Evaluators, MissingField, evaluate, field_value, input_value, normalize_answer
-from .spec import KINDS, CheckSpec, InputRef, JudgeSpec, OutcomeSpec, input_refs, outcome_spec
+from .imported import outcome_from_attributes, outcome_from_scores
+from .spec import KINDS, CheckSpec, InputRef, JudgeSpec, OutcomeSpec, has_judge, input_refs, outcome_spec
 from .stats import pass_indicator, pass_rate, pass_rate_line
 
 __all__ = [
-    "KINDS", "CheckSpec", "InputRef", "JudgeSpec", "OutcomeSpec", "input_refs", "outcome_spec",
+    "KINDS", "CheckSpec", "InputRef", "JudgeSpec", "OutcomeSpec", "has_judge", "input_refs", "outcome_spec",
     "Evaluators", "MissingField", "evaluate", "field_value", "input_value", "normalize_answer",
-    "pass_indicator", "pass_rate", "pass_rate_line",
+    "pass_indicator", "pass_rate", "pass_rate_line", "outcome_from_attributes", "outcome_from_scores",
 ]

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["CheckSpec", "InputRef", "JudgeSpec", "KINDS", "OutcomeSpec", "input_refs", "outcome_spec"]
+__all__ = ["CheckSpec", "InputRef", "JudgeSpec", "KINDS", "OutcomeSpec", "has_judge", "input_refs", "outcome_spec"]
 
 KINDS = ("equals", "contains", "regex", "one_of", "number", "similar", "python", "judge", "all", "any")
 """Every kind of check, one of which each check gives."""
@@ -174,6 +174,11 @@ def outcome_spec(value: Any) -> Any:
     if isinstance(value, list):
         return {"all": value}
     return value
+
+
+def has_judge(check: CheckSpec) -> bool:
+    """Whether a check (or one of its group) asks an LLM judge."""
+    return check.judge is not None or any(has_judge(m) for m in check.members)
 
 
 def input_refs(check: CheckSpec, where: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
