@@ -271,3 +271,26 @@ def test_every_bundled_demo_records_its_pass_rate_and_each_outcome_recomputes(de
     assert lo <= passed / len(traces) <= hi
     assert re.search(r"^outcome: pass rate \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(\d+ of \d+ traces over \d+ inputs",
                      proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_analyze_splits_sensitivities_by_outcome(tmp_path: Path) -> None:
+    rec = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, "-m", "quiver.experiments._cli", "record",
+                           str(ROOT / "experiments" / "support_bot" / "record.yaml"), "--output", str(rec),
+                           "--repeats", "2", "--quiet"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    traces = load_traces(rec / "traces.jsonl").traces
+    out = tmp_path / "analysis"
+    done = subprocess.run([sys.executable, "-m", "quiver.experiments._cli", "analyze", str(rec / "traces.jsonl"),
+                           "--out", str(out), "--by-outcome", "--no-plots", "--quiet", "--resamples", "200"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    compared = json.loads((out / "by-outcome.json").read_text())
+    for status in ("pass", "fail"):
+        profile = json.loads((out / "by-outcome" / status / "profile.json").read_text())
+        assert profile["traces"] == compared["traces"][status] == sum(
+            (t.outcome is not None and t.outcome.status == "pass") == (status == "pass") for t in traces)
+        for edge in profile["edges"]:
+            row = next(r for r in compared["edges"] if (r["source"], r["target"]) == (edge["source"], edge["target"]))
+            assert row[status]["sigma"] == edge["sigma"] and row[status]["n"] == edge["n"]
+    assert "by outcome: pass" in done.stdout
