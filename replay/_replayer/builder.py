@@ -284,6 +284,7 @@ class ReplayBuilder(TraceBuilder):
         change = self.operator.change(self._operator_context(recorded))
         templates = {tid: template_from_ref(tid, ref) for tid, ref in change.templates.items()}
         self._change = (change, templates)
+        record.tags[PERTURBED_TAG] = self.operator.describe()  # as an output operator's target is marked
         return Directive("perturb", recorded, context=lambda: self._execution_change(change, templates), llm="live")
 
     # -- the target -------------------------------------------------------------------
