@@ -377,6 +377,7 @@ class ReplayBuilder(TraceBuilder):
             with self._lock:
                 self._calls.append(copied)
                 self._claimed[call.call_id] = copied
+                self.served += 1  # served too: its recorded output stands, nothing ran it
                 if id(record) in self._live:
                     self._live.add(id(copied))
             self.close_call(copied, copy.deepcopy(call.output))
