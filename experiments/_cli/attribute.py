@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
             "Replay recorded traces with every dimension frozen, with model sampling live (the recorded "
             "requests sent again), then with retrieval, tools, prompt and model live in turn against the "
             "spec's current pipeline; per node the divergence rate of each condition and the increment "
-            "over sampling, with 95%% intervals."
+            "over sampling, with 95% intervals."
         ),
     )
     att.add_argument("traces", type=Path, help="the recorded corpus (traces.jsonl)")

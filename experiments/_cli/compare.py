@@ -26,10 +26,10 @@ def add_parser(sub: Any) -> None:
             "node: the within-corpus divergence rate of each (same-input pairs of that corpus whose outputs, "
             "decisions or call counts at the node differ), the across-corpus rate (one trace from each), the "
             "shift of the within rate (after - before) and the excess of the across rate over the within "
-            "rates, with 95%% intervals from one bootstrap over the shared inputs; what changed, read from the "
+            "rates, with 95% intervals from one bootstrap over the shared inputs; what changed, read from the "
             "recorded context (template hashes, model versions and parameters, retrieval content hashes, tool "
             "responses); and where the across pairs first diverge, by cause. A node is reached by the change "
-            "when its excess lies above 0, less consistent when its shift does (both at the family-wise 5%% "
+            "when its excess lies above 0, less consistent when its shift does (both at the family-wise 5% "
             "level, Bonferroni over nodes). Writes compare.json, compare.md and junit.xml to --out and prints "
             "compare.md. Exit 1 when a node became less consistent, 0 otherwise, 2 when it cannot run."
         ),
