@@ -25,21 +25,20 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_desk_front import APP, desk_front
 from counting_front import CountingFront
 from fuzzing import run_cli
 
 from quiver import Trace, compare_corpora, diff_traces, load_traces, write_traces
 from quiver.experiments._attribute import attribute
-from quiver.replay import InputItem, LLMClient, Simulator, SimulatorConfig, load_pipeline, record_corpus
+from quiver.replay import InputItem, LLMClient, load_pipeline, record_corpus
 
-APP = Path(__file__).parents[1] / "pipelines" / "agent_desk.py"
 MESSAGES = ("Thanks for your help yesterday", "Can you help me with my account?", "I was charged twice on INV-77",
             "The mail server is down, error 500", "Hello, I have a question", "Is anyone there?")
 UNCLEAR = [m for m in MESSAGES if not any(w in m.lower() for w in ("invoice", "charged", "down", "error"))]
@@ -50,17 +49,11 @@ Recorder = Callable[..., list[Trace]]
 @pytest.fixture(scope="module")
 def front() -> Iterator[CountingFront]:
     """The simulator behind a counting front; the SDK clients of the apps point at the front."""
-    fn = load_pipeline(f"{APP}:support_desk")  # registers the apps' simulated models
-    aliases = {**sys.modules[fn.__module__].ALIASES, "desk-triage-v2": "desk-triage"}
-    with Simulator(SimulatorConfig(aliases=aliases)) as sim, pytest.MonkeyPatch.context() as mp:
-        counting = CountingFront(sim.url, bodies=True)
+    with desk_front(bodies=True, aliases={"desk-triage-v2": "desk-triage"}) as counting, \
+            pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_BASE_URL", counting.url)
         mp.setenv("OPENAI_API_KEY", "sk-desk")
-        mp.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
-        try:
-            yield counting
-        finally:
-            counting.close()
+        yield counting
 
 
 @pytest.fixture(scope="module")

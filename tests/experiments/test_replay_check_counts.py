@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_desk_front import APP, desk_front
 from counting_front import CountingFront
 from fuzzing import run_cli
 
-from quiver.replay import Simulator, SimulatorConfig, load_pipeline
-
-APP = Path(__file__).parents[1] / "pipelines" / "agent_desk.py"
 MESSAGES = ("Thanks for your help yesterday", "I was charged twice on INV-77", "The mail server is down")
 LINE = re.compile(r"(\d+) of (\d+) traces reproduce exactly \((.*?)\): ([\d,]+) node calls replayed, ([\d,]+) of "
                   r"them served from the recording \(nested calls included\) and ([\d,]+) run again; ([\d,]+) LLM "
@@ -35,16 +32,9 @@ LINE = re.compile(r"(\d+) of (\d+) traces reproduce exactly \((.*?)\): ([\d,]+) 
 
 @pytest.fixture(scope="module")
 def front() -> Iterator[CountingFront]:
-    fn = load_pipeline(f"{APP}:support_desk")  # registers the simulated models in this process
-    with Simulator(SimulatorConfig(aliases=sys.modules[fn.__module__].ALIASES)) as sim, \
-            pytest.MonkeyPatch.context() as mp:
-        counting = CountingFront(sim.url)
-        mp.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    with desk_front() as counting, pytest.MonkeyPatch.context() as mp:
         mp.setenv("DESK_KEY", "sk-desk")
-        try:
-            yield counting
-        finally:
-            counting.close()
+        yield counting
 
 
 def _spec(folder: Path, app: str, front: CountingFront) -> Path:
