@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
             "type-dispatched distances (texts embedded once each with all-MiniLM-L6-v2, "
             "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
             "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
-            "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
+            "impact sets, each with n and a 95% group-bootstrap CI. Writes profile.json, "
             "report.md and PNG plots to --out (its files are replaced when it holds them already). "
             "A trace line that cannot be read is skipped with one warning naming FILE:LINE "
             "(exit 1 at the end); a corpus in which no line reads is exit 2."

@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
             "Replay a probe set from the spec's baseline with each candidate template in force at "
             "the node that renders it (everything upstream served from the recording), and again "
             "with the current template (its own noise floor). Compare d_i, the D_shape and D_iter "
-            "rates and every downstream node's distance (means over probes with 95%% intervals; "
+            "rates and every downstream node's distance (means over probes with 95% intervals; "
             "candidate minus current paired replay by replay). Fail (exit 1) when d_i exceeds the "
             "node's beta_shape or the D_shape or D_iter rate rises beyond its interval; otherwise "
             "pass (exit 0) and list the nodes to re-evaluate (the impact set). Exit 2 when the gate "

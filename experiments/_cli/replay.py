@@ -231,6 +231,19 @@ def _outcome_line(results: list[Any]) -> str:
             f"{judged} judge LLM calls made")
 
 
+def _counts(results: list[Any]) -> str:
+    """What the replays did: node calls replayed (the pipeline's inputs left out), those
+    served from the recording without running (nested calls included), LLM answers taken
+    from the recording and LLM calls made."""
+    calls = sum(1 for r in results for c in r.trace.calls if c.kind != "source")
+    served = sum(r.served_calls for r in results)
+    live = sum(r.total_llm_calls for r in results)
+    answers = sum(1 for r in results for c in r.trace.calls if c.model is not None and c.response is not None)
+    return (f"{calls:,} node calls replayed, {served:,} of them served from the recording (nested calls included) "
+            f"and {calls - served:,} run again; {max(answers - live, 0):,} LLM answers from the recording, "
+            f"{live:,} LLM calls made")
+
+
 def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None, redactor: Redactor,
@@ -251,12 +264,8 @@ def _check(
             print(f"    {d.path}: recorded {json.dumps(d.recorded)[:160]} | replayed {json.dumps(d.replayed)[:160]}")
         if len(r.divergences) > 1:
             print(f"    ... and {len(r.divergences) - 1} more divergent call(s)")
-    live = sum(r.total_llm_calls for r in results)
     what = "every dimension frozen" if mode.all_frozen else f"frozen: {', '.join(mode.frozen) or 'nothing'}"
-    print(
-        f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly "
-        f"({what}; {sum(r.served_calls for r in results)} calls served, {live} LLM calls made)"
-    )
+    print(f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly ({what}): {_counts(results)}")
     if outcome is not None:
         print(_outcome_line(results))
     _warn_unaccounted(results, "replays")

@@ -1,7 +1,8 @@
 """``quiver show RUN_DIR PAIR_ID``: what happened in one pair of a campaign.
 
 Prints the pair's input, its target's fields before and after, the two runs' calls side
-by side with the first divergent call marked (as ``quiver diff`` finds it), each node's
+by side with the first divergent call marked and its cause (as ``quiver diff`` explains
+it: the perturbation at the perturbed target and at what it reached), each node's
 distance and a word-level diff of the final output (see :mod:`quiver._report.examples`).
 ``--list`` lists the pair ids by perturbation and stratum (``--perturbation`` and
 ``--stratum`` narrow it). Exit 2 (one line) when the folder, the pair or its traces
@@ -28,8 +29,10 @@ def add_parser(sub: Any) -> None:
         description=(
             "Show one pair of a finished `quiver run` folder: the input, the target's fields before and after "
             "the perturbation, the calls of the baseline and of the replay side by side with the first divergent "
-            "call marked (as `quiver diff` finds it), each node's distance, and a word-level diff of the final "
-            "output. PAIR_ID is a pair's job id (report.html's example pairs show theirs; --list lists them all). "
+            "call marked and its cause (as `quiver diff` explains it: the perturbation, named with its "
+            "parameters, at the perturbed target and at what it reached), each node's distance, and a "
+            "word-level diff of the final output. PAIR_ID is a pair's job id (report.html's example pairs "
+            "show theirs; --list lists them all). "
             "Exit 2 when the folder, the pair or its traces cannot be found."
         ),
     )

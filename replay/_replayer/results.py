@@ -85,7 +85,8 @@ class ReplayResult:
     llm_calls: dict[str, int]
     """LLM requests the endpoint answered during the replay, by node."""
     served_calls: int
-    """Calls served from the recording (their bodies did not run)."""
+    """Calls served from the recording (their bodies did not run), the calls nested under
+    a served call included."""
     seconds: float
     llm_tokens: int = 0
     """Tokens of the LLM requests the endpoint answered."""
