@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from .checks import Evaluators, MissingField, evaluate, field_value, input_value, normalize_answer
 from .imported import outcome_from_attributes, outcome_from_scores
+from .qa import answer_exact_match, answer_f1
 from .spec import KINDS, CheckSpec, InputRef, JudgeSpec, OutcomeSpec, has_judge, input_refs, outcome_spec
 from .stats import pass_indicator, pass_rate, pass_rate_line
 
 __all__ = [
     "KINDS", "CheckSpec", "InputRef", "JudgeSpec", "OutcomeSpec", "has_judge", "input_refs", "outcome_spec",
     "Evaluators", "MissingField", "evaluate", "field_value", "input_value", "normalize_answer",
-    "pass_indicator", "pass_rate", "pass_rate_line", "outcome_from_attributes", "outcome_from_scores",
+    "pass_indicator", "pass_rate", "pass_rate_line", "answer_exact_match", "answer_f1",
+    "outcome_from_attributes", "outcome_from_scores",
 ]

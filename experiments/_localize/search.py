@@ -59,7 +59,8 @@ class Failure:
 
     def arm(self, step: Step, arm: str) -> Arm:
         """What the replays of one arm of a step gave so far."""
-        got = [self.results.get(job_key(self.trace_id, step, arm, r)) for r in range(self.asked.get((step.index, arm), 0))]
+        asked = self.asked.get((step.index, arm), 0)
+        got = [self.results.get(job_key(self.trace_id, step, arm, r)) for r in range(asked)]
         seen = [g for g in got if g is not None]
         return Arm(len(seen), sum(seen))
 

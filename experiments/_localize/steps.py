@@ -86,17 +86,20 @@ def failure_steps(failing: Trace, passing: Sequence[Trace]) -> list[Step]:
     for i, call in enumerate(_leaves(failing)):
         same = [(t, c) for t in passing for c in t.calls if c.node == call.node and c.occurrence == call.occurrence]
         text = canonical_json(call.output)
-        base = {"index": i, "node": call.node, "occurrence": call.occurrence, "call_path": call.call_path,
-                "kind": call.kind}
+
+        def step(how: How, value: Any = None, source: str | None = None, why: str | None = None,
+                 index: int = i, call: NodeCall = call) -> Step:
+            return Step(index, call.node, call.occurrence, call.call_path, call.kind, how, value, source, why)
+
         if passing and len(same) == len(passing) and all(canonical_json(c.output) == text for _, c in same):
-            found.append(Step(**base, how="skipped", why="its output is that of every passing run of the input"))
+            found.append(step("skipped", why="its output is that of every passing run of the input"))
             continue
         other = next(((t, c) for t, c in same if canonical_json(c.output) != text), None)
         if other is not None:
-            found.append(Step(**base, how="transplant", value=other[1].output, source=other[0].trace_id))
+            found.append(step("transplant", value=other[1].output, source=other[0].trace_id))
         elif call.kind == "llm":
-            found.append(Step(**base, how="resample"))
+            found.append(step("resample"))
         else:
-            why = ("no passing run of the input has this step" if passing else "no passing run of the input")
-            found.append(Step(**base, how="untested", why=f"{why}, and re-running a {call.kind} step gives what it gave"))
+            why = "no passing run of the input has this step" if passing else "no passing run of the input"
+            found.append(step("untested", why=f"{why}, and re-running a {call.kind} step gives what it gave"))
     return found

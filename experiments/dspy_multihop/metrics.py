@@ -1,6 +1,6 @@
 """Outcome checks of the DSPy multi-hop example: HotpotQA's exact match and token F1 of
 the answer against the question's gold answer (``data/questions.jsonl``), computed as
-the multi-hop QA example computes them (:mod:`quiver.experiments.multihop_qa.metrics`)."""
+HotpotQA's evaluation computes them (:func:`quiver._outcome.answer_f1`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from quiver.experiments.multihop_qa.metrics import em_score, f1_score
+from quiver._outcome import answer_exact_match, answer_f1
 
 __all__ = ["exact_match", "token_f1"]
 
@@ -24,9 +24,9 @@ def _gold() -> dict[str, str]:
 
 def exact_match(output: dict[str, Any], inputs: dict[str, Any]) -> bool:
     """The answer equals the gold answer, both normalised."""
-    return em_score(str(output.get("answer", "")), _gold()[inputs["question"]])
+    return answer_exact_match(str(output.get("answer", "")), _gold()[inputs["question"]])
 
 
 def token_f1(output: dict[str, Any], inputs: dict[str, Any]) -> float:
     """Token F1 of the answer against the gold answer."""
-    return f1_score(str(output.get("answer", "")), _gold()[inputs["question"]])
+    return answer_f1(str(output.get("answer", "")), _gold()[inputs["question"]])

@@ -46,7 +46,8 @@ def restate(req: SimRequest) -> Text:
 def extract(req: SimRequest) -> Fields:
     text = req.last_user
     customer = _NAME.search(text)
-    amount = (_AMOUNT.search(text) or re.search(r"()", text)).group(1) or "0"
+    found = _AMOUNT.search(text)
+    amount = found.group(1) if found else "0"
     right, wrong = _logits(RATES["extract"])
     return Fields(customer=customer.group(1) if customer else "?",
                   amount={float(amount): right, float(transposed(amount)): wrong})
