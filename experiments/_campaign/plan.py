@@ -361,6 +361,7 @@ def plan_campaign(run: Any) -> CampaignPlan:
         SpecError: A perturbation the run would refuse on its baseline before its first
             replay (:func:`~quiver.experiments._campaign.checks.check_baseline`).
     """
+    run.require_perturbations()
     spec = run.spec
     if spec.baseline is not None:
         source = str(run.base_dir / spec.baseline)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
-from quiver._errors import QuiverError
+from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, RoundPlan, adaptive_curve, seen_part
@@ -350,9 +350,22 @@ class CampaignRun:
                 disk that refused a write (then the message says what was kept and how
                 to resume).
         """
+        self.require_perturbations()
         again = f"run `quiver run {self.path} --output {self.out} --resume`"
         with output_errors(self.out, "everything committed so far is kept", again), OutputFolder(self.out, "run"):
             return self._run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
+
+    def require_perturbations(self) -> None:
+        """Refuse a spec with no perturbation for a campaign (``quiver gate`` and ``quiver
+        localize`` read one as it is).
+
+        Raises:
+            SpecError: The spec has no perturbation.
+        """
+        if not self.spec.perturbations:
+            raise SpecError(str(self.path), None, "perturbations",
+                            "a campaign needs at least one perturbation (quiver gate and quiver localize read a spec "
+                            "without any)")
 
     def _run(self, *, resume: bool, retry_failed: bool, executor: str | None, address: str | None) -> CampaignResult:
         """:meth:`run`, the output folder held."""

@@ -461,8 +461,9 @@ class CampaignSpec(RecordSpec):
     """The graph YAML (types, roles, categories, loop); what it leaves out is inferred."""
     select: SelectSpec = Field(default_factory=SelectSpec)
     """Which traces are perturbed."""
-    perturbations: list[PerturbationSpec] = Field(min_length=1)
-    """The perturbations."""
+    perturbations: list[PerturbationSpec] = Field(default_factory=list)
+    """The perturbations (``quiver run`` needs at least one; ``quiver gate`` and
+    ``quiver localize`` read a spec without any)."""
     replay: ReplaySpec = Field(default_factory=ReplaySpec)
     """How replays run."""
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
