@@ -50,7 +50,8 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run ``quiver localize``; return the exit code."""
     from quiver._errors import QuiverError
-    from quiver.experiments._localize import localize_findings, run_localize
+    from quiver._report import localize_findings
+    from quiver.experiments._localize import run_localize
 
     for name in ("max_failures", "budget"):
         value = getattr(args, name)

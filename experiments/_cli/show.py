@@ -36,7 +36,10 @@ def add_parser(sub: Any) -> None:
             "Exit 2 when the folder, the pair or its traces cannot be found."
         ),
     )
-    show.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a campaign's folder (`quiver run`)")
+    show.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                      help="a campaign's folder (`quiver run`), or a localisation's (`quiver localize`: PAIR_ID is a "
+                           "failing trace's id; its decisive step, and the failing run beside the intervention that "
+                           "made it pass)")
     show.add_argument("pair_id", nargs="?", metavar="PAIR_ID", help="the pair's id (its job id in pairs.jsonl)")
     show.add_argument("--list", action="store_true", help="list the pair ids by perturbation and stratum")
     show.add_argument("--perturbation", metavar="ID", help="with --list: this perturbation's (or control's) only")
@@ -76,6 +79,14 @@ def command(args: argparse.Namespace) -> int:
 
     if not args.run_dir.is_dir():
         raise QuiverError(f"{args.run_dir} is not a folder: give the folder of a `quiver run`")
+    if (args.run_dir / "localize.json").is_file():  # a `quiver localize` folder: PAIR_ID is a failing trace
+        from quiver.experiments._localize import localize_listing, localize_view
+
+        if args.list or args.pair_id is None:
+            print(localize_listing(args.run_dir), end="")
+        else:
+            print(localize_view(args.run_dir, args.pair_id), end="")
+        return EXIT_OK
     if args.list:
         return _listing(args)
     if args.pair_id is None:

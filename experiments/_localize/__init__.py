@@ -5,15 +5,17 @@
   round adds);
 * ``run``: the localisation run through the campaign's machinery (baseline, endpoint,
   executor, a ledger of committed replays, resume);
-* ``report``: its findings and ``localize.md``.
+* ``show``: one failure's localisation for ``quiver show``.
+
+Its findings, ``localize.md`` and page are the report family's (:mod:`quiver._report.localize`).
 """
 
 from __future__ import annotations
 
-from .report import localize_findings, localize_markdown
 from .run import LocalizeResult, run_localize
 from .search import Failure, job_key
+from .show import localize_listing, localize_view
 from .steps import Step, failure_steps
 
-__all__ = ["Failure", "LocalizeResult", "Step", "failure_steps", "job_key", "localize_findings",
-           "localize_markdown", "run_localize"]
+__all__ = ["Failure", "LocalizeResult", "Step", "failure_steps", "job_key", "localize_listing", "localize_view",
+           "run_localize"]

@@ -37,6 +37,7 @@ from quiver._interrupt import Interrupted
 from quiver._localize import LocalizeSettings, node_shares
 from quiver._outdir import OutputFolder, make_folder, mark_folder, output_errors, write_text
 from quiver._progress import Progress
+from quiver._report import localize_markdown, write_html
 from quiver._sqlite import KeyValueFile, Layout
 from quiver._trace import Trace
 from quiver.experiments._campaign import CampaignRun
@@ -190,10 +191,9 @@ def _localize(run: CampaignRun, out: Path, ledger_path: Path, settings: Localize
             ledger.close()
     data = _summary(run, failures, observational, chosen, failing, judged, settings, full_ranking, spent)
     result = LocalizeResult(data, out, seconds=round(time.perf_counter() - t0, 3), resumed=spent.get("resumed", 0))
-    from .report import localize_markdown
-
     result.files.append(write_text(out / "localize.json", json.dumps(data, indent=2) + "\n"))
     result.files.append(write_text(out / "localize.md", localize_markdown(data)))
+    result.files.append(write_html(out, "localize"))
     return result
 
 
@@ -243,6 +243,14 @@ def _run_round(runner: Any, context: Any, jobs: list[ReplayJob], ledger: KeyValu
     return results
 
 
+def _baseline_source(run: CampaignRun) -> str:
+    """Where the failing traces are: the spec's baseline file, or ``baseline/traces.jsonl``
+    of the localisation's folder (the recording it made)."""
+    if run.spec.baseline is not None:
+        return str((run.base_dir / run.spec.baseline).resolve())
+    return "baseline/traces.jsonl"
+
+
 def _summary(run: CampaignRun, failures: list[Failure], observational: dict[str, dict[str, Any] | None],
              chosen: list[Trace], failing: list[Trace], judged: list[Trace], settings: LocalizeSettings,
              full_ranking: bool, spent: dict[str, int]) -> dict[str, Any]:
@@ -265,7 +273,7 @@ def _summary(run: CampaignRun, failures: list[Failure], observational: dict[str,
                                                                    "observational only")}
     replays = [r["replays"] for r in rows if "replays" in r]
     return {
-        "spec": str(run.path), "seed": run.spec.seed,
+        "spec": str(run.path), "baseline": _baseline_source(run), "seed": run.spec.seed,
         "settings": {"alpha": settings.alpha, "n_min": settings.n_min, "n_max": settings.n_max,
                      "budget": settings.budget, "full_ranking": full_ranking},
         "traces": len(judged), "failing": len(failing), "localized": len(rows),

@@ -190,3 +190,20 @@ def test_the_ray_executor_writes_the_same_localize_json(localized: tuple[Path, d
                    seconds=SECONDS)
     assert done.code == 0, done.stdout + done.stderr
     assert (out / "localize.json").read_text() == json.dumps(data, indent=2) + "\n"
+
+
+def test_show_prints_a_failure_beside_the_intervention_that_made_it_pass_and_the_page_lists_each(
+        localized: tuple[Path, dict[str, Any], int, Any]) -> None:
+    spec, data, _, _ = localized
+    folder = spec.parent / "loc"
+    listing = run_cli(["show", str(folder), "--list"])
+    assert listing.code == 0 and len(listing.stdout.splitlines()) == data["localized"]
+    row = next(r for r in data["failures"] if r["verdict"] == "decisive")
+    shown = run_cli(["show", str(folder), row["trace_id"]])
+    assert shown.code == 0, shown.stderr
+    d = row["decisive"]
+    assert f"Decisive: `{d['node']}`#{d['occurrence']}" in shown.stdout
+    assert "The failing run beside the replay of its decisive step's intervention that passed" in shown.stdout
+    assert "<- first divergent call, the target" in shown.stdout
+    page = (folder / "report.html").read_text()
+    assert page.count("<details") == data["localized"] and "What was found" in page

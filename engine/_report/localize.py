@@ -1,14 +1,18 @@
 """What ``quiver localize`` found, for people: the findings first, then each failure's
-steps with their effects (``localize.md``; the console prints the findings)."""
+steps with their effects (``localize.md``, and the folder's ``report.html``; the console
+prints the findings). Every number is read from ``localize.json``."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from quiver._report import md_code, md_text
 from quiver._stats import fmt
 
-__all__ = ["localize_findings", "localize_markdown"]
+from .html import details, markdown_html, md_sections, page
+from .markup import Markup, element, md_code, md_text
+
+__all__ = ["localize_findings", "localize_markdown", "localize_page"]
 
 
 def _pct(x: float | None) -> str:
@@ -69,7 +73,9 @@ def localize_markdown(data: dict[str, Any]) -> str:
               f"earliest such step is the failure's decisive step. Replays per arm {s['n_min']} to {s['n_max']}, "
               f"at most {s['budget']} per failure.", "", "## Failures", ""]
     for row in data["failures"]:
-        head = f"### {md_code(row['trace_id'])}: {row['verdict']}"
+        d = row.get("decisive")
+        at = f" at {md_code(d['node'])}#{d['occurrence']}" if d else ""
+        head = f"### {md_code(row['trace_id'])}: {row['verdict']}{at}"
         lines += [head, ""]
         if row.get("decisive"):
             d = row["decisive"]
@@ -87,3 +93,20 @@ def localize_markdown(data: dict[str, Any]) -> str:
             lines += [_step_row(step) for step in row["steps"]]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def localize_page(data: dict[str, Any]) -> str:
+    """The localisation's page: the findings first, then each failure folded, its steps'
+    effects in a table."""
+    findings = element("section", element("h2", "What was found"),
+                       element("ul", Markup("").join(element("li", f) for f in localize_findings(data)),
+                               id="findings"), class_="findings")
+    md = localize_markdown(data)
+    sections = dict(md_sections(md))
+    intro = sections.get("What was found", "").split("\n\n", 1)[-1]
+    failures = sections.get("Failures", "")
+    body: list[Markup] = [findings, markdown_html(intro), Markup("<h2>Failures</h2>")]
+    for block in re.split(r"(?m)^### ", failures)[1:]:
+        title, _, rest = block.partition("\n")
+        body.append(details(title.replace("`", ""), [markdown_html(rest)]))
+    return page("QUIVER localisation report", body)
