@@ -43,6 +43,9 @@ def add_parser(sub: Any) -> None:
     loc.add_argument("--resume", action="store_true", help="finish an interrupted localisation in --output")
     loc.add_argument("--executor", help="local or ray (default: the spec's executor.kind)")
     loc.add_argument("--address", help="a Ray cluster's address (with --executor ray)")
+    loc.add_argument("--plan", action="store_true",
+                     help="print the failing runs, their tested steps and the replays and LLM calls of the search's "
+                          "first round and at most; send nothing, write nothing")
     loc.add_argument("--quiet", action="store_true", help="no progress lines")
     loc.set_defaults(handler=command)
 
@@ -58,6 +61,12 @@ def command(args: argparse.Namespace) -> int:
         if value is not None and value < (1 if name == "max_failures" else 2):
             raise QuiverError(f"--{name.replace('_', '-')} must be at least {1 if name == 'max_failures' else 2}; "
                               f"got {value}")
+    if args.plan:
+        from quiver.experiments._localize import plan_localize
+
+        print(plan_localize(args.spec, output=args.output, traces=args.trace, max_failures=args.max_failures,
+                            budget=args.budget), end="")
+        return EXIT_OK
     result = run_localize(args.spec, output=args.output, traces=args.trace, max_failures=args.max_failures,
                           full_ranking=args.full_ranking, budget=args.budget, resume=args.resume,
                           executor=args.executor, address=args.address,

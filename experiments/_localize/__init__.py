@@ -12,10 +12,10 @@ Its findings, ``localize.md`` and page are the report family's (:mod:`quiver._re
 
 from __future__ import annotations
 
-from .run import LocalizeResult, run_localize
+from .run import LocalizeResult, plan_localize, run_localize
 from .search import Failure, job_key
 from .show import localize_listing, localize_view
 from .steps import Step, failure_steps
 
 __all__ = ["Failure", "LocalizeResult", "Step", "failure_steps", "job_key", "localize_listing", "localize_view",
-           "run_localize"]
+           "plan_localize", "run_localize"]

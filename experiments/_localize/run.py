@@ -46,7 +46,7 @@ from quiver.replay import EndpointWatch, ReplayJob, ReplayMode, sample_ids
 from .search import Failure, job_key
 from .steps import Step, failure_steps
 
-__all__ = ["LocalizeResult", "run_localize"]
+__all__ = ["LocalizeResult", "plan_localize", "run_localize"]
 
 _LAYOUT = Layout(kind="localize ledger", table="replays", value="TEXT", version=1,
                  way_out="delete it (or the folder) to localise afresh, or give another --output")
@@ -284,3 +284,54 @@ def _summary(run: CampaignRun, failures: list[Failure], observational: dict[str,
         "llm_calls": spent["llm_calls"], "judge_calls": spent["judge_calls"],
         "failures": rows,
     }
+
+
+def plan_localize(spec_path: str | Path, *, output: str | Path | None = None, traces: Sequence[str] = (),
+                  max_failures: int | None = None, budget: int | None = None) -> str:
+    """``quiver localize --plan``: the failing runs, their tested steps, and the replays and
+    LLM calls the search takes in its first round and at most (its budget, or every tested
+    step at the most replays per arm), from the recorded traces. Sends nothing, writes
+    nothing.
+
+    Raises:
+        QuiverError: No outcome checks, no baseline at hand (a spec that records one, not
+            recorded yet), or a --trace that is no failing trace.
+    """
+    run = CampaignRun.load(Path(spec_path), stream=None)
+    if run.outcome is None:
+        raise QuiverError(f"{spec_path}: quiver localize needs outcome checks (an outcome: block) to tell failing "
+                          "runs from passing ones")
+    out = Path(output) if output is not None else Path(run.spec.output) / "localize"
+    source = run.base_dir / run.spec.baseline if run.spec.baseline is not None else out / "baseline" / "traces.jsonl"
+    if not source.is_file():
+        raise QuiverError(f"{spec_path}: the plan needs the recorded runs: {source} does not exist yet; "
+                          "`quiver localize` records them first, or give `baseline:` a traces file")
+    baseline = run._judged(run.read_baseline(source))
+    settings = LocalizeSettings(**({"budget": budget} if budget is not None else {}))
+    judged = [t for t in baseline if t.outcome is not None]
+    failing = [t for t in judged if t.outcome is not None and t.outcome.status == "fail"]
+    chosen = _select(failing, traces, max_failures, run.spec.seed)
+    lines = [f"plan of {spec_path}: {len(chosen)} of {len(failing)} failing runs ({len(judged)} judged) from {source}"]
+    first = most = calls_first = calls_most = 0
+    for trace in chosen:
+        passing = [t for t in judged if t.input_id == trace.input_id and t.outcome is not None
+                   and t.outcome.status == "pass"]
+        steps = [s for s in failure_steps(trace, passing) if s.tested]
+        live = [sum(1 for c in trace.calls if c.model is not None and trace.calls.index(c) >= _at(trace, s))
+                for s in steps]
+        n_first = [2 * settings.n_min] * len(steps)
+        n_most = [2 * settings.n_max] * len(steps)
+        cap = min(sum(n_most), settings.budget)
+        first, most = first + sum(n_first), most + cap
+        calls_first += sum(n * k for n, k in zip(n_first, live, strict=True))
+        calls_most += round(sum(n * k for n, k in zip(n_most, live, strict=True)) * cap / max(sum(n_most), 1))
+        lines.append(f"  {trace.trace_id}: {len(steps)} tested step(s) "
+                     f"({', '.join(f'{s.label} {s.how}' for s in steps) or 'none'})")
+    lines.append(f"replays: {first:,} in the first round, at most {most:,}; LLM calls (the recorded calls from each "
+                 f"step on, run live): about {calls_first:,} in the first round, at most about {calls_most:,}")
+    return "\n".join(lines) + "\n"
+
+
+def _at(trace: Trace, step: Step) -> int:
+    """The index in ``trace.calls`` of the step's call."""
+    return next(i for i, c in enumerate(trace.calls) if c.call_path == step.call_path)

@@ -207,3 +207,15 @@ def test_show_prints_a_failure_beside_the_intervention_that_made_it_pass_and_the
     assert "<- first divergent call, the target" in shown.stdout
     page = (folder / "report.html").read_text()
     assert page.count("<details") == data["localized"] and "What was found" in page
+
+
+def test_the_plan_counts_the_first_round_as_the_run_makes_it_and_sends_nothing(
+        localized: tuple[Path, dict[str, Any], int, Any], front: CountingFront) -> None:
+    spec, data, _, _ = localized
+    mark = front.mark()
+    done = run_cli(["localize", str(spec), "--budget", "40", "--plan"])
+    assert done.code == 0, done.stderr
+    assert front.since(mark, "") == [] and not (spec.parent / "loc" / "localize").exists()
+    tested = sum(1 for row in data["failures"] for s in row["steps"] if "state" in s)
+    assert f"replays: {2 * data['settings']['n_min'] * tested:,} in the first round" in done.stdout
+    assert f"{data['localized']} of {data['failing']} failing runs" in done.stdout
