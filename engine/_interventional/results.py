@@ -34,6 +34,7 @@ from quiver._stats import Estimate, rounded
 
 from .betas import Threshold
 from .dose import AdaptiveEstimates
+from .inputs import InputEffects
 from .reader import Reader, estimate_json, nodes_json
 
 __all__ = [
@@ -464,6 +465,10 @@ class PerturbationEstimates:
         beta_iter: The interventional bifurcation threshold of D_iter.
         adaptive: What its adaptive ladder spent and found, with the dose-response
             curves (None: its ladder is not adaptive; then ``to_json`` leaves it out).
+        per_input: Per input group, its effective pairs' path-change rate (D_shape)
+            against its control replays', tested (:mod:`quiver._interventional.inputs`;
+            None: no control replays, or a file written before it existed; then
+            ``to_json`` leaves it out).
     """
 
     id: str
@@ -480,6 +485,7 @@ class PerturbationEstimates:
     beta_shape: Threshold
     beta_iter: Threshold
     adaptive: AdaptiveEstimates | None = None
+    per_input: InputEffects | None = None
 
     def stratum(self, name: Stratum) -> StratumEstimates:
         """The ``effective`` or ``noop`` stratum."""
@@ -495,6 +501,7 @@ class PerturbationEstimates:
             "negative_control": self.negative_control.to_json(),
             "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json(),
             **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {}),
+            **({"per_input": self.per_input.to_json()} if self.per_input is not None else {}),
         }
 
     @classmethod
@@ -510,6 +517,7 @@ class PerturbationEstimates:
             negative_control=r.read("negative_control", NegativeControl.from_json),
             beta_shape=r.read("beta_shape", Threshold.from_json), beta_iter=r.read("beta_iter", Threshold.from_json),
             adaptive=r.read_opt("adaptive", AdaptiveEstimates.from_json) if r.has("adaptive") else None,
+            per_input=r.read("per_input", InputEffects.from_json) if r.has("per_input") else None,
         )
 
 
@@ -529,6 +537,11 @@ class CampaignEstimates:
         validation: Observational against interventional sigma at targetable edges.
         validation_skipped: Targetable edges that could not be compared.
         controls: The campaign's control replays, as given.
+        equivalence_margin: The margin inside which a difference of rates counts as none
+            (the findings' absence claims; None: a file written before it existed, read
+            with the default 0.05).
+        loop: The pipeline's loop body (None: no loop, or a file written before it
+            existed): whether D_iter speaks of loop iterations.
     """
 
     epsilon: float
@@ -542,6 +555,8 @@ class CampaignEstimates:
     validation: tuple[ValidationRow, ...]
     validation_skipped: tuple[SkippedValidationRow, ...]
     controls: tuple[Mapping[str, Any], ...]
+    equivalence_margin: float | None = None
+    loop: tuple[str, ...] | None = None
 
     def perturbation(self, id: str) -> PerturbationEstimates:
         """The perturbation ``id``.
@@ -572,6 +587,8 @@ class CampaignEstimates:
             "validation": [v.to_json() for v in self.validation],
             "validation_skipped": [s.to_json() for s in self.validation_skipped],
             "controls": [dict(c) for c in self.controls],
+            **({} if self.equivalence_margin is None else {"equivalence_margin": self.equivalence_margin}),
+            **({} if self.loop is None else {"loop": list(self.loop)}),
         }
 
     @classmethod
@@ -590,4 +607,6 @@ class CampaignEstimates:
             validation=r.read_all("validation", ValidationRow.from_json),
             validation_skipped=r.read_all("validation_skipped", SkippedValidationRow.from_json),
             controls=tuple(dict(c.data) for c in r.objs("controls")),
+            equivalence_margin=r.number("equivalence_margin") if r.has("equivalence_margin") else None,
+            loop=r.strings("loop") if r.has("loop") else None,
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .examples import EXAMPLES_FILE, find_pair, list_pairs, write_examples
 from .findings import campaign_findings, findings_console, findings_markdown
-from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings
+from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings, gate_iterations
 from .html import HTML_FILE, detect, folder_files, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
 from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
@@ -63,6 +63,7 @@ __all__ = [
     "findings_console",
     "findings_markdown",
     "gate_findings",
+    "gate_iterations",
     "analysis_findings",
     "compare_findings",
     "attribution_findings",
