@@ -68,7 +68,7 @@ from quiver._trace import Trace
 
 from .columns import TIE
 from .estimates import downstream_nodes
-from .inputs import InputEffect, InputEffects, input_effects, replays_needed
+from .inputs import InputEffect, InputEffects, exact_p, input_effects, replays_needed
 from .pairing import PairResult
 from .results import CampaignEstimates
 
@@ -221,9 +221,11 @@ def _col(rows: Sequence[Any], f: Any) -> np.ndarray:
 def _per_input(candidate: GateCandidate, pairs: Sequence[PairResult], level: float) -> tuple[InputEffects,
                                                                                            dict[str, Any]]:
     """The per-input tests (candidate arm against current, stratified by probe) and their
-    ``gate.json`` block: the tests, the inputs moved, those outside the family whose
-    candidate replays changed more, those not probed, and the replays per arm a complete
-    change needs with every probed input in the family."""
+    ``gate.json`` block: the tests; the inputs moved; the replays per probe and arm a
+    complete change needs with every probed input in the family and whether the gate had
+    them; the inputs it could not test though their candidate replays changed the path
+    more often (:func:`_untestable`), with the replays per arm that would test changes of
+    their rates; and the inputs not probed."""
     probes, repeats = candidate.probes, candidate.repeats
     group = [t.input_id for t in probes for _ in range(repeats)] * 2
     stratum = [t.trace_id for t in probes for _ in range(repeats)] * 2
@@ -232,9 +234,35 @@ def _per_input(candidate: GateCandidate, pairs: Sequence[PairResult], level: flo
     effects = input_effects(group, stratum, changed, event, alpha=level, event_name=PATH_EVENT)
     per = Counter(t.input_id for t in probes)
     fewest = min(per.values()) if per else 1
-    return effects, {**effects.to_json(), "untestable": [g.input_id for g in effects.untestable_higher()],
-                     "unprobed": list(candidate.unprobed), "probes_per_input": fewest,
-                     "replays_needed": replays_needed(len(per), level, strata=fewest)}
+    need = replays_needed(len(per), level, strata=fewest)
+    untested = _untestable(effects, level, repeats >= need)
+    return effects, {**effects.to_json(), "probes_per_input": fewest, "replays_needed": need,
+                     "enough_replays": repeats >= need, "untestable": [g.input_id for g in untested],
+                     "replays_to_test": {g.input_id: replays_to_test(g, level / max(len(per), 1)) for g in untested},
+                     "unprobed": list(candidate.unprobed)}
+
+
+def _untestable(effects: InputEffects, level: float, enough: bool) -> list[InputEffect]:
+    """Inputs outside the family whose candidate replays changed the path more often: all
+    of them when the replays are too few for any complete change to be tested; else
+    those whose own p-value (unadjusted) is at most ``level``, where a change may hide
+    behind the current template's noise."""
+    return sorted((g for g in effects.untestable_higher()
+                   if not enough or (g.p_value is not None and g.p_value <= level)),
+                  key=lambda g: (g.p_value if g.p_value is not None else 1.0, -g.excess, g.input_id))
+
+
+def replays_to_test(g: InputEffect, level: float, most: int = 50) -> int | None:
+    """About how many replays per arm (one probe) would make a change of ``g``'s rates
+    reach ``level``: the fewest multiple of its replays whose counts, scaled, give an
+    exact p at most ``level`` (None: none up to ``most`` times as many)."""
+    rate, control = g.rate or 0.0, g.control_rate or 0.0
+    for m in range(2, most + 1):
+        n = g.n * m
+        p = exact_p([(n, round(rate * n), n, round(control * n))])
+        if p is not None and p <= level:
+            return n
+    return None
 
 
 def _input_failure(g: InputEffect, level: float, family: int) -> str:

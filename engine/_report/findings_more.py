@@ -101,9 +101,14 @@ def _gate_inputs(c: Mapping[str, Any]) -> list[Finding]:
     if untested or unprobed:
         s = Sentence().t("Not tested per input with ").c(template).t(": ")
         if untested:
-            code_list(s, [str(g.get("input_id")) for g in untested]).t(
-                " changed the path more often with the candidate but had too few replays to test ("
-                f"{fmt_n(per.get('replays_needed'))} per probe and arm would)")
+            more = [v for v in (per.get("replays_to_test") or {}).values() if isinstance(v, int)]
+            why = (f"any input's change ({fmt_n(per.get('replays_needed'))} would test a complete change of one "
+                   "input)" if per.get("enough_replays") is False else "beside the other inputs' noise"
+                   + (f" (about {fmt_n(max(more))} would test them)" if more else ""))
+            code_list(s, [str(g.get("input_id")) for g in untested[:10]]).t(
+                (f" and {len(untested) - 10} more" if len(untested) > 10 else "")
+                + f" changed the path more often with the candidate, with {fmt_n(c.get('repeats'))} replays per "
+                f"probe and arm too few to test {why}")
         if unprobed:
             s.t("; " if untested else "").t(f"{fmt_n(len(unprobed))} input(s) got no probe: ")
             code_list(s, unprobed[:10]).t(f" and {len(unprobed) - 10} more" if len(unprobed) > 10 else "")

@@ -118,13 +118,18 @@ def _inputs(c: Mapping[str, Any]) -> list[str]:
                            for g in moved], "lrrrr") + [""]
     else:
         lines += ["No input's path moved beyond its current-template rate at this level.", ""]
+    if per.get("enough_replays") is False:
+        lines += [f"With {_count(c.get('repeats'))} replays per probe and arm no input's change can be tested among "
+                  f"{_count(len(rows))} inputs: {_count(per.get('replays_needed'))} would test a complete change.", ""]
     untested = [rows[g] for g in per.get("untestable") or [] if g in rows]
     if untested:
+        more = per.get("replays_to_test") if isinstance(per.get("replays_to_test"), Mapping) else {}
         lines += ["Not testable with these replays, though the candidate changed the path more often: "
                   + ", ".join(f"{md_code(g['input_id'])} ({_share(g['events'], g['n'])} against "
-                              f"{_share(g['control_events'], g['control_n'])})" for g in untested)
-                  + f"; {_count(per.get('replays_needed'))} replays per probe and arm would test a complete change.",
-                  ""]
+                              f"{_share(g['control_events'], g['control_n'])}"
+                              + (f"; about {_count(more[g['input_id']])} replays per arm would test it"
+                                 if isinstance(more.get(g["input_id"]), int) else "") + ")" for g in untested)
+                  + ".", ""]
     unprobed = [str(g) for g in per.get("unprobed") or []]
     if unprobed:
         lines += [f"Not tested, no probe (the probe budget is below the inputs): {_count(len(unprobed))} input(s): "

@@ -301,8 +301,10 @@ class CandidateJobs:
         level = gate_levels(familywise)["inputs"]
         fewest = min(per.values())
         need = replays_needed(len(per), level, strata=fewest)
+        most = max(per.values())
+        spread = f"{fewest}" if most == fewest else f"{fewest}-{most}"
         head = (f"{self.template} at {self.node}: {len(per)} input(s), {len(self.probes)} probe(s) "
-                f"({fewest}+ per input) x {self.repeats} replay(s) per arm")
+                f"({spread} per input) x {self.repeats} replay(s) per arm")
         enough = ("a complete change of an input can fail it" if self.repeats >= need else
                   f"too few for a complete change of an input to fail it ({need} replays per probe and arm "
                   "would be; fewer suffice when fewer inputs vary)")
@@ -406,7 +408,7 @@ def plan_gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSe
     planned = _candidate_jobs(candidates, traces, settings)
     jobs = [j for c in planned for j in c.jobs]
     plan = plan_jobs(jobs, traces, ReplayMode(), prices=run.spec.prices, spec=str(run.path), baseline=source,
-                     controls=[f"gate:{c.template}:current" for c in planned])
+                     controls=[f"gate:{c.template}:current" for c in planned], by_perturbation=True)
     return plan, planned
 
 
