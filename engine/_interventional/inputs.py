@@ -53,7 +53,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import hypergeom
 
 from quiver._stats import rounded
 
@@ -94,8 +93,12 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def _law(n1: int, n0: int, t: int) -> np.ndarray:
-    """P(X = k), k = 0..min(t, n1): the changed arm's events given t events in all."""
-    return np.asarray(hypergeom.pmf(np.arange(min(t, n1) + 1), n1 + n0, t, n1), dtype=np.float64)
+    """P(X = k), k = 0..min(t, n1): the changed arm's events given t events in all (the
+    hypergeometric law, C(t, k) C(n1 + n0 - t, n1 - k) / C(n1 + n0, n1), in exact
+    integers to the division)."""
+    whole = math.comb(n1 + n0, n1)
+    return np.array([math.comb(t, k) * math.comb(n1 + n0 - t, n1 - k) / whole for k in range(min(t, n1) + 1)],
+                    dtype=np.float64)
 
 
 def _informative(strata: Sequence[Stratum]) -> list[Stratum]:

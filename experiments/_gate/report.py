@@ -123,7 +123,8 @@ def _inputs(c: Mapping[str, Any]) -> list[str]:
                   f"{_count(len(rows))} inputs: {_count(per.get('replays_needed'))} would test a complete change.", ""]
     untested = [rows[g] for g in per.get("untestable") or [] if g in rows]
     if untested:
-        more = per.get("replays_to_test") if isinstance(per.get("replays_to_test"), Mapping) else {}
+        found = per.get("replays_to_test")
+        more: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         lines += ["Not testable with these replays, though the candidate changed the path more often: "
                   + ", ".join(f"{md_code(g['input_id'])} ({_share(g['events'], g['n'])} against "
                               f"{_share(g['control_events'], g['control_n'])}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from findings_claims import check_claims
 
 from quiver.experiments._campaign import run_campaign
 
@@ -63,6 +64,7 @@ def _effective(out: Path) -> dict[str, Any]:
 
 def _check_campaign(result: Any, out: Path) -> None:
     assert result.complete and not result.status.get("failed")
+    check_claims(json.loads((out / "campaign.json").read_text()))  # no absence beyond the margin
     rows = _effective(out)
     for pid in PERTURBATIONS:
         row = rows[pid]
