@@ -8,7 +8,8 @@
 * ``dose``: dose-response curves over an adaptive ladder, and the rule of its rounds;
 * ``estimates``: strata, rates, negative controls and validation: ``campaign.json``;
 * ``negative``: the negative control (permutation tests, Holm);
-* ``results``: those estimates as typed objects, to and from JSON;
+* ``results``: those estimates as typed objects, to and from JSON (``validation_rows``: the
+  validation rows);
 * ``reader``: reading them back from JSON, with the place of any problem;
 * ``inputs``: per-input effects: exact tests per input group, Holm over Tarone's family;
 * ``gate``: the statistics and the verdict of ``quiver gate``.

@@ -310,40 +310,24 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
     group = np.array([index[t.input_id] for t in probes for _ in range(repeats)], dtype=np.int64)
     boot = GroupBootstrap(group, len(inputs), resamples=resamples, seed=seed)
 
-    d_i = _compare(boot, _col(cand, lambda p: p.d.get(node)), _col(curr, lambda p: p.d.get(node)), epsilon)
+    def arms(f: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``f`` of each pair: the candidate arm's, the current arm's."""
+        return _col(cand, f), _col(curr, f)
+
     each = levels["average_each"]
-    rates = {
-        "D_shape": _tested(boot, _col(cand, lambda p: float(p.d_shape)), _col(curr, lambda p: float(p.d_shape)), each),
-        "D_iter": _tested(boot, _col(cand, lambda p: float(p.d_iter > 0)), _col(curr, lambda p: float(p.d_iter > 0)),
-                          each),
-    }
-    d_i_test = _test_interval(_arms(boot, _col(cand, lambda p: p.d.get(node)), _col(curr, lambda p: p.d.get(node)))[2],
-                              each)
-    downstream = {
-        v: _compare(boot, _col(cand, lambda p, v=v: p.d.get(v)), _col(curr, lambda p, v=v: p.d.get(v)), epsilon)
-        for v in downstream_nodes(graph, node)
-    }
-    names = sorted({f for p in pairs for f in (p.fields.get(node) or {})})
-    fields = {
-        f: _compare(boot, _col(cand, lambda p, f=f: (p.fields.get(node) or {}).get(f)),
-                    _col(curr, lambda p, f=f: (p.fields.get(node) or {}).get(f)), epsilon)
-        for f in names
-    }
+    d_i = _compare(boot, *arms(lambda p: p.d.get(node)), epsilon)
+    rates = {"D_shape": _tested(boot, *arms(lambda p: float(p.d_shape)), each),
+             "D_iter": _tested(boot, *arms(lambda p: float(p.d_iter > 0)), each)}
+    downstream = {v: _compare(boot, *arms(lambda p, v=v: p.d.get(v)), epsilon) for v in downstream_nodes(graph, node)}
+    fields = {f: _compare(boot, *arms(lambda p, f=f: (p.fields.get(node) or {}).get(f)), epsilon)
+              for f in sorted({f for p in pairs for f in (p.fields.get(node) or {})})}
     beta = _beta(node, profile)
-    failures = []
-    drift = d_i["candidate"]["value"]
-    beyond = beta["value"] is not None and drift is not None and drift > beta["value"]
-    d_i["beyond_beta"] = {"test_level": round(1 - 2 * each, 6), "test_ci": d_i_test,
-                          "rises": d_i_test is not None and d_i_test[0] > TIE, "fails": False}
-    if beyond and d_i["beyond_beta"]["rises"]:
-        d_i["beyond_beta"]["fails"] = True
-        failures.append(f"d_i = {fmt(drift)} at {node} exceeds its beta_shape {fmt(beta['value'])} ({beta['source']}) "
-                        f"and rises over the current template's ({fmt(d_i['current']['value'])})")
+    d_i["beyond_beta"] = _beyond_beta(d_i, _test_interval(_arms(boot, *arms(lambda p: p.d.get(node)))[2], each),
+                                      beta, each)
+    failures = _beta_failure(d_i, beta, node)
     failures += [_rate_failure(name, row, node) for name, row in rates.items() if row["rises"]]
     effects, per_input = _per_input(candidate, pairs, levels["inputs"])
     failures += [_input_failure(g, levels["inputs"], effects.family) for g in effects.moved()]
-    impact = _impact(node, drift, d_i["rises"], profile, alpha, graph)
-    moved = [v for v, row in downstream.items() if row["rises"]]
     return {
         "template": template, "path": str(path), "node": node, "probes": len(probes), "repeats": repeats,
         "inputs": len(inputs), "pairs": {"candidate": len(cand), "current": len(curr)},
@@ -352,8 +336,27 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
         # calls per node that differed with the same nodes run: what D_iter says beyond the path
         "call_counts_differ": any(p.d_iter > 0 and not p.d_struct for p in pairs),
         "verdict": "fail" if failures else "pass", "failures": failures,
-        "within_noise": not d_i["rises"], "epsilon": epsilon, "re_evaluate": impact, "moved": moved,
+        "within_noise": not d_i["rises"], "epsilon": epsilon,
+        "re_evaluate": _impact(node, d_i["candidate"]["value"], d_i["rises"], profile, alpha, graph),
+        "moved": [v for v, row in downstream.items() if row["rises"]],
         # failing on the rates or the inputs alone while the node itself did not drift:
         # possibly a false alarm (reported as such, the verdict stands)
         "rates_only_within_noise": bool(failures) and not d_i["rises"] and not d_i["beyond_beta"]["fails"],
     }
+
+
+def _beyond_beta(d_i: Mapping[str, Any], test_ci: list[float] | None, beta: Mapping[str, Any],
+                 each: float) -> dict[str, Any]:
+    """The test of d_i beyond beta_shape (module docstring, 5): the candidate's d_i above
+    the threshold and its difference from the current template's above 0 at ``each``."""
+    drift = d_i["candidate"]["value"]
+    rises = test_ci is not None and test_ci[0] > TIE
+    beyond = beta["value"] is not None and drift is not None and drift > beta["value"]
+    return {"test_level": round(1 - 2 * each, 6), "test_ci": test_ci, "rises": rises, "fails": beyond and rises}
+
+
+def _beta_failure(d_i: Mapping[str, Any], beta: Mapping[str, Any], node: str) -> list[str]:
+    if not d_i["beyond_beta"]["fails"]:
+        return []
+    return [f"d_i = {fmt(d_i['candidate']['value'])} at {node} exceeds its beta_shape {fmt(beta['value'])} "
+            f"({beta['source']}) and rises over the current template's ({fmt(d_i['current']['value'])})"]

@@ -94,7 +94,7 @@ def _gate_inputs(c: Mapping[str, Any]) -> list[Finding]:
             s.t("; " if i else "").c(g.get("input_id")).t(
                 f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
                 f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
-        out.append(s.t(".").done("effect", link, template=template, event="per input", value=len(moved),
+        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
                                  inputs=[str(g.get("input_id")) for g in moved]))
     untested = [rows[str(g)] for g in per.get("untestable") or [] if str(g) in rows]
     unprobed = [str(g) for g in per.get("unprobed") or []]
