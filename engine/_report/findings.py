@@ -58,7 +58,7 @@ __all__ = ["Finding", "EVENTS", "campaign_findings", "findings_html", "findings_
            "findings_console",
            "strongest_event", "EventEffect", "event_effects", "perturbation_anchor", "action", "pct", "Sentence",
            "code_list", "PATH_EVENTS", "DEFAULT_MARGIN", "inside_margin", "undecided", "campaign_events",
-           "iteration_words"]
+           "iteration_words", "profile_iterations_told"]
 
 EVENTS: tuple[tuple[str, str, str], ...] = (
     ("d_shape", "D_shape", "the path"),
@@ -199,6 +199,18 @@ def iteration_words(loop: bool, differed: bool) -> str | None:
     ran (a branch taken runs other nodes, which D_struct and the path already say);
     nothing to say otherwise."""
     return "the loop iterations" if loop else "the call counts" if differed else None
+
+
+def profile_iterations_told(p: Mapping[str, Any]) -> bool:
+    """Whether D_iter says anything in an analysis (its ``profile.json``): a loop in its
+    graph, or same-input pairs whose calls per node differed with the same nodes run (a
+    D_iter rate above the D_struct rate); a profile without its graph keeps it."""
+    graph, div = p.get("graph"), p.get("divergence")
+    if not isinstance(graph, Mapping) or not isinstance(div, Mapping):
+        return True
+    rate, struct = div.get("D_iter"), div.get("D_struct")
+    differed = not isinstance(struct, (int, float)) or (isinstance(rate, (int, float)) and rate > struct + 1e-9)
+    return iteration_words(bool(graph.get("loop")), differed) is not None
 
 
 def _iterations_differed(c: CampaignEstimates) -> bool:
