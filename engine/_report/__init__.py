@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .examples import EXAMPLES_FILE, find_pair, list_pairs, pair_view, write_examples
 from .findings import campaign_findings, findings_console, findings_markdown
-from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings
+from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings, gate_iterations
 from .html import HTML_FILE, detect, folder_files, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
 from .localize import localize_findings, localize_markdown, localize_page
@@ -68,6 +68,7 @@ __all__ = [
     "findings_console",
     "findings_markdown",
     "gate_findings",
+    "gate_iterations",
     "analysis_findings",
     "compare_findings",
     "attribution_findings",
