@@ -114,6 +114,7 @@ from .columns import Columns
 from .dose import adaptive_estimates
 from .inputs import InputEffects, holm, input_effects
 from .negative import negative_control, permutation_test
+from .outcomes import outcome_effect
 from .results import (
     NOT_APPLIED,
     RATES,
@@ -428,7 +429,8 @@ def _per_input(rows: Sequence[PairRow], control_rows: Sequence[PairRow], alpha: 
 
 def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: PipelineGraph,
                   table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
-                  alpha: float, permutations: int, control_rows: Sequence[PairRow] = ()) -> PerturbationEstimates:
+                  alpha: float, permutations: int, control_rows: Sequence[PairRow] = (),
+                  margin: float = 0.05) -> PerturbationEstimates:
     nodes = downstream_nodes(graph, p["node"])
     cols = Columns.of(_ok(rows), nodes)
     boot = cols.bootstrap(resamples, seed)
@@ -446,6 +448,7 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: Pipeline
         beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
         adaptive=adaptive_estimates(p["adaptive"], cols, boot, table, control) if p.get("adaptive") else None,
         per_input=_per_input(rows, control_rows, alpha),
+        outcome=outcome_effect(rows, control_rows, resamples=resamples, seed=seed, alpha=alpha, margin=margin),
     )
 
 
@@ -522,7 +525,7 @@ def campaign_estimates(
         perturbations=tuple(
             _perturbation(p, by_id[p["id"]], graph, observational, obs_rates, resamples=resamples, seed=seed,
                           alpha=alpha, permutations=permutations,
-                          control_rows=by_id[p["control"]] if p.get("control") else ())
+                          control_rows=by_id[p["control"]] if p.get("control") else (), margin=equivalence_margin)
             for p in perturbations
         ),
         validation=tuple(validation),

@@ -35,6 +35,7 @@ from quiver._stats import Estimate
 from .betas import Threshold
 from .dose import AdaptiveEstimates
 from .inputs import InputEffects
+from .outcomes import OutcomeEffect
 from .reader import Reader, nodes_json
 from .validation_rows import SkippedValidationRow, ValidationRow
 
@@ -352,6 +353,9 @@ class PerturbationEstimates:
             against its control replays', tested (:mod:`quiver._interventional.inputs`;
             None: no control replays, or a file written before it existed; then
             ``to_json`` leaves it out).
+        outcome: Its effect on the pass rate: its effective replays' against its control
+            replays' of the same traces (:mod:`quiver._interventional.outcomes`; None: no
+            outcome checks, or no control replays).
     """
 
     id: str
@@ -369,6 +373,7 @@ class PerturbationEstimates:
     beta_iter: Threshold
     adaptive: AdaptiveEstimates | None = None
     per_input: InputEffects | None = None
+    outcome: OutcomeEffect | None = None
 
     def stratum(self, name: Stratum) -> StratumEstimates:
         """The ``effective`` or ``noop`` stratum."""
@@ -385,6 +390,7 @@ class PerturbationEstimates:
             "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json(),
             **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {}),
             **({"per_input": self.per_input.to_json()} if self.per_input is not None else {}),
+            **({"outcome": self.outcome.to_json()} if self.outcome is not None else {}),
         }
 
     @classmethod
@@ -401,6 +407,7 @@ class PerturbationEstimates:
             beta_shape=r.read("beta_shape", Threshold.from_json), beta_iter=r.read("beta_iter", Threshold.from_json),
             adaptive=r.read_opt("adaptive", AdaptiveEstimates.from_json) if r.has("adaptive") else None,
             per_input=r.read("per_input", InputEffects.from_json) if r.has("per_input") else None,
+            outcome=r.read("outcome", OutcomeEffect.from_json) if r.has("outcome") else None,
         )
 
 

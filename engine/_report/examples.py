@@ -16,6 +16,8 @@ The rules, per perturbation, in this order (a pair is shown once):
   their distances), among those whose path changed (D_shape) when any did: a pair that
   changed values only is never shown as the cascade of a perturbation that changed
   paths, and a perturbation's examples include a path-changing pair whenever it has one;
+* **pass to fail**: the first effective pair whose baseline passed its outcome checks and
+  whose replay failed them (with outcome checks, when any did);
 * **no-op**: the first no-op pair;
 * **not applied**: the first pair whose perturbation did not land, if any;
 * **failed**: the first failed replay, if any.
@@ -52,7 +54,7 @@ __all__ = ["EXAMPLES_FILE", "ExamplePair", "Step", "select_examples", "pair_view
            "word_diff", "traces_by_id"]
 
 EXAMPLES_FILE = "examples.json"
-RULES = ("typical effective", "largest cascade", "no-op", "not applied", "failed")
+RULES = ("typical effective", "largest cascade", "pass to fail", "no-op", "not applied", "failed")
 VALUE_CHARS = 600
 """The most characters of a value (an input, a field, an output) an example keeps."""
 OUTPUT_WORDS = 400
@@ -184,6 +186,8 @@ def _chosen(rows: Sequence[PairRow], downstream: Sequence[str]) -> list[tuple[st
         picks.append(("typical effective", min(usual, key=lambda r: abs((r.magnitude or 0.0) - mid))))
         moved = [r for r in effective if r.d_shape]
         picks.append(("largest cascade", max(moved or effective, key=lambda r: _cascade(r, downstream))))
+        broke = [r for r in effective if (r.outcome or {}).get("baseline") == "pass" and r.replay_passed is False]
+        picks.append(("pass to fail", broke[0] if broke else None))
     picks.append(("no-op", next((r for r in ok if r.stratum == "noop"), None)))
     picks.append(("not applied", next((r for r in ok if r.stratum == "not_applied"), None)))
     picks.append(("failed", next((r for r in rows if r.status == "failed"), None)))

@@ -14,6 +14,8 @@ a change is safe reads them:
 1. problems first: replays whose perturbation was not applied, requests the replay
    contract does not account for, failed replays, failed negative controls, llm nodes
    whose requests the engine did not see;
+1b. per perturbation, how far it moves the pass rate beyond its control replays, when
+   the spec has outcome checks (:mod:`.findings_outcome`): whether answers stay right;
 2. per perturbation, the event it moved most beyond its control replays: the path
    (D_shape), the loop iterations (D_iter; "the call counts" in a pipeline without a
    loop, and left out when no pair's call counts differed), which nodes run (D_struct)
@@ -551,4 +553,6 @@ def campaign_findings(raw: Mapping[str, Any], campaign: CampaignEstimates | None
     effects = [f for p in c.perturbations if (f := _effect(p, margin, events)) is not None]
     effects.sort(key=lambda f: -(f.data.get("value") or 0.0))
     thresholds = [f for p in c.perturbations for f in (_adaptive(p), _threshold(p, margin)) if f is not None]
-    return [*_problems(c, raw), *effects, *thresholds, *_validation(c)]
+    from .findings_outcome import outcome_findings  # outcomes first: whether answers stay right
+
+    return [*_problems(c, raw), *outcome_findings(c, margin), *effects, *thresholds, *_validation(c)]

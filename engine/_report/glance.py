@@ -1,7 +1,8 @@
 """The campaign page's "At a glance" table: one row per perturbation.
 
 Each row says what the perturbation did (its target and operator), how many pairs it
-made by stratum, the event it moved most beyond its control replays
+made by stratum, the change of the pass rate over its control replays' (with outcome
+checks), the event it moved most beyond its control replays
 (:func:`~.findings.strongest_event`) and the excess of each event (the path, the loop
 iterations (the call counts without a loop; no column when no pair's call counts
 differed), which nodes run, some node's output) with its 95% interval, its
@@ -88,13 +89,28 @@ def _beta_cell(r: SummaryRow) -> Markup:
                 title=r.beta_reason)
 
 
-def _row(r: SummaryRow, p: PerturbationEstimates, events: Events) -> Markup:
+def _outcome_cell(p: PerturbationEstimates) -> Markup:
+    """The change of the pass rate over the control replays', with its interval."""
+    o = p.outcome
+    if o is None:
+        return cell(DASH, field="pass_rate_change", value=None)
+    d = o.difference
+    lo, hi = d["ci"] or (None, None)
+    shown = Markup("{}<br>{}").format(element("strong" if o.lowers else "span", fmt(d["value"], signed=True)),
+                                      element("span", _ci(lo, hi), class_="ci"))
+    return cell(shown, field="pass_rate_change", value=d["value"], num=True,
+                extra={"lo": lo, "hi": hi, "pass-rate": o.pass_rate["value"],
+                       "control-pass-rate": o.control_pass_rate["value"], "n": o.pass_rate["n"]})
+
+
+def _row(r: SummaryRow, p: PerturbationEstimates, events: Events, outcomes: bool = False) -> Markup:
     top = strongest_event(p, events)
     effects = event_effects(p, events)
     what = Markup("{}<br>{} {}").format(element("strong", r.id), element("code", r.node), element("span", r.op,
                                                                                                   class_="ci"))
     tds = [cell(what, field="id", value=r.id, extra={"node": r.node, "op": r.op}),
            _pairs_cell(r, p), _strongest_cell(p, events),
+           *([_outcome_cell(p)] if outcomes else []),
            *(_excess_cell(e, top is not None and e.key == top.key) for e in effects),
            _beta_cell(r), cell(r.verdict, field="negative_control", value=r.passed)]
     bad = r.passed is False or r.failures.count > 0 or p.counts.not_applied > 0
@@ -102,10 +118,12 @@ def _row(r: SummaryRow, p: PerturbationEstimates, events: Events) -> Markup:
                    class_="bad" if bad else None)
 
 
-def _head(events: Events) -> Markup:
+def _head(events: Events, outcomes: bool = False) -> Markup:
     first = [element("th", "perturbation, target, operator", rowspan=2),
              element("th", Markup("pairs: {}, {}").format(term("effective"), term("no-op")), rowspan=2),
              element("th", "moved most", rowspan=2),
+             *([element("th", Markup("pass rate over control [{}]").format(term("95% CI")), rowspan=2)]
+               if outcomes else []),
              element("th", Markup("{} over control [{}]").format(term("excess"), term("95% CI")),
                      colspan=len(events), class_="group"),
              element("th", term("beta_shape"), rowspan=2), element("th", term("negative control"), rowspan=2)]
@@ -118,5 +136,6 @@ def glance_table(campaign: CampaignEstimates, rows: Sequence[SummaryRow]) -> Mar
     """The table, one row per perturbation of ``campaign`` (``rows``: its summary rows)."""
     by_id: dict[str, Any] = {p.id: p for p in campaign.perturbations}
     events = campaign_events(campaign)
-    body = Markup("").join(_row(r, by_id[r.id], events) for r in rows)
-    return element("table", _head(events), element("tbody", body), id="summary", class_="glance")
+    outcomes = any(p.outcome is not None for p in campaign.perturbations)
+    body = Markup("").join(_row(r, by_id[r.id], events, outcomes) for r in rows)
+    return element("table", _head(events, outcomes), element("tbody", body), id="summary", class_="glance")

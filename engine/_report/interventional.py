@@ -111,6 +111,16 @@ def _excess_cell(r: SummaryRow) -> str:
                                         if e.lo is not None and e.hi is not None else "")
 
 
+def _outcome_cell(o: Any) -> str:
+    """The pass rate's change over the control replays' (``—``: no outcome effect)."""
+    if o is None:
+        return DASH
+    d = o.difference
+    lo, hi = d["ci"] or (None, None)
+    return fmt(d["value"], signed=True) + (f" [{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]" if lo is not None
+                                           else "") + f" (n = {fmt_n(o.pass_rate['n'])})"
+
+
 def _failed_cell(r: SummaryRow) -> str:
     reasons = "; ".join(f"{md_text(k)}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
     return fmt_n(r.failures.count) + (f" ({reasons})" if reasons and r.failures.count else "")
@@ -120,17 +130,21 @@ def _glance(c: CampaignEstimates, raw: Mapping[str, Any] | None = None) -> list[
     rows = summary_rows(c, raw)
     if not rows:
         return []
+    outcome = {p.id: p.outcome for p in c.perturbations}
+    with_outcome = any(o is not None for o in outcome.values())
     table = [[md_code(r.id), md_text(r.node), md_text(r.op), f"{fmt_n(r.pairs)} ({fmt_n(r.effective)} / "
-              f"{fmt_n(r.noop)} / {fmt_n(r.failed)})", _excess_cell(r),
+              f"{fmt_n(r.noop)} / {fmt_n(r.failed)})", *([_outcome_cell(outcome[r.id])] if with_outcome else []),
+              _excess_cell(r),
               DASH if r.beta_value is None else ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value),
               md_text(r.verdict), _failed_cell(r)] for r in rows]
     headers = ["perturbation", "node", "op", "pairs (effective / no-op / failed)",
+               *(["pass rate over control [95% CI]"] if with_outcome else []),
                "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
     return ["## At a glance", "",
             "*How to read this:* the excess is the effective stratum's D_shape rate minus that of the "
             "perturbation's control replays, with a 95% interval combined from the two rates' intervals (MOVER); "
             "beta_shape is the smallest change of the target that switched the path (≤: an upper bound). The "
-            "plots are in `report.html`.", ""] + _table(headers, table, "lllrrrll") + [""]
+            "plots are in `report.html`.", ""] + _table(headers, table, "lllr" + "r" * with_outcome + "rrll") + [""]
 
 
 def _counts(p: PerturbationEstimates) -> str:

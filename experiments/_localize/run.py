@@ -256,7 +256,7 @@ def _summary(run: CampaignRun, failures: list[Failure], observational: dict[str,
              full_ranking: bool, spent: dict[str, int]) -> dict[str, Any]:
     """``localize.json``: the same whatever executor ran the replays, and whether the run
     was resumed (no timing in it)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     by_id = {f.trace_id: f for f in failures}
     for trace in chosen:
         failure = by_id.get(trace.trace_id)
@@ -271,7 +271,7 @@ def _summary(run: CampaignRun, failures: list[Failure], observational: dict[str,
                 if r["verdict"] != "observational only"]
     verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("decisive", "undecided", "no single step",
                                                                    "observational only")}
-    replays = [r["replays"] for r in rows if "replays" in r]
+    replays = [int(r["replays"]) for r in rows if "replays" in r]
     return {
         "spec": str(run.path), "baseline": _baseline_source(run), "seed": run.spec.seed,
         "settings": {"alpha": settings.alpha, "n_min": settings.n_min, "n_max": settings.n_max,
