@@ -1,6 +1,8 @@
 """The support bot's outcome check: small talk is answered as small talk (input ids
-``smalltalk-``), and every other message gets an answer that cites at least one document.
-``derive_truth.py`` computes which inputs pass at the models' argmax."""
+``smalltalk-``); a question about the customer's own account (``account-``) is answered;
+every other question is answered with at least one document cited. ``derive_truth.py``
+computes which inputs pass at the models' argmax, and what each override does to that
+(``truth.yaml``, ``outcome``)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from quiver import Trace
 
 
 def answered(trace: Trace) -> bool:
-    """Small talk as small talk; a question answered with at least one document cited."""
+    """Small talk as small talk; an account question answered; any other question answered
+    with at least one document cited."""
     output = trace.output or {}
     if trace.input_id.startswith("smalltalk-"):
         return output.get("path") == "smalltalk"
+    if trace.input_id.startswith("account-"):
+        return output.get("path") == "answer"
     return bool(output.get("path") == "answer" and output.get("refs"))
