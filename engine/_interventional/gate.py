@@ -72,6 +72,7 @@ from quiver._trace import Trace
 
 from .columns import TIE
 from .estimates import downstream_nodes
+from .gate_outcome import outcome_criterion
 from .inputs import InputEffect, InputEffects, exact_p, input_effects, replays_needed
 from .pairing import PairResult
 from .results import CampaignEstimates
@@ -120,11 +121,14 @@ class GateCandidate:
     unprobed: tuple[str, ...] = ()
 
 
-def gate_levels(familywise: float) -> dict[str, float]:
+def gate_levels(familywise: float, outcome: bool = False) -> dict[str, float]:
     """The Bonferroni split of the familywise level (module docstring, 5): the average
-    level, each of its three tests, and the per-input family."""
-    return {"familywise": familywise, "average": familywise / 2, "average_each": familywise / 6,
-            "inputs": familywise / 2}
+    level, each of its three tests (four with outcome checks: the pass rate's
+    non-inferiority, :mod:`.gate_outcome`), and each per-input family (the paths', and
+    the outcome's with outcome checks)."""
+    tests, families = (4, 2) if outcome else (3, 1)
+    return {"familywise": familywise, "average": familywise / 2, "average_each": familywise / (2 * tests),
+            "inputs": familywise / (2 * families)}
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -285,7 +289,7 @@ def _rate_failure(name: str, row: Mapping[str, Any], node: str) -> str:
 
 def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph: PipelineGraph,
                     profile: GateProfile, *, alpha: float, resamples: int, seed: int,
-                    epsilon: float, familywise: float = 0.05) -> dict[str, Any]:
+                    epsilon: float, familywise: float = 0.05, outcome_margin: float = 0.05) -> dict[str, Any]:
     """The gate's row for one candidate (a ``gate.json`` candidate): per measure the arms'
     means and their paired difference, the threshold, the per-input tests, the failures,
     the verdict and the nodes to re-evaluate (see the module docstring).
@@ -303,10 +307,12 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
         seed: The bootstrap's seed.
         epsilon: The smallest distance counted as a change.
         familywise: The familywise level of the verdict's tests (module docstring, 5).
+        outcome_margin: The non-inferiority margin of the pass rate (:mod:`.gate_outcome`).
     """
     template, path, node = candidate.template, candidate.path, candidate.node
     probes, repeats = candidate.probes, candidate.repeats
-    levels = gate_levels(familywise)
+    outcomes = any(p.perturbed is not None and p.perturbed.outcome is not None for p in pairs)
+    levels = gate_levels(familywise, outcomes)
     n = len(probes) * repeats
     cand, curr = pairs[:n], pairs[n:]
     inputs = sorted({p.input_id for p in probes})
@@ -332,6 +338,12 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
     failures += [_rate_failure(name, row, node) for name, row in rates.items() if row["rises"]]
     effects, per_input = _per_input(candidate, pairs, levels["inputs"])
     failures += [_input_failure(g, levels["inputs"], effects.family) for g in effects.moved()]
+    outcome = outcome_criterion(pairs, n, [t.input_id for t in probes for _ in range(repeats)] * 2,
+                                [t.trace_id for t in probes for _ in range(repeats)] * 2, boot,
+                                margin=outcome_margin, each=each, inputs_level=levels["inputs"],
+                                tested=_tested) if outcomes else None
+    failures += outcome["failures"] if outcome is not None else []
+    verdict = "fail" if failures else "re-evaluate" if outcome is not None and outcome["undecided"] else "pass"
     return {
         "template": template, "path": str(path), "node": node, "probes": len(probes), "repeats": repeats,
         "inputs": len(inputs), "pairs": {"candidate": len(cand), "current": len(curr)},
@@ -339,7 +351,9 @@ def judge_candidate(candidate: GateCandidate, pairs: Sequence[PairResult], graph
         "per_input": per_input, "levels": levels, "loop": graph.loop is not None,
         # calls per node that differed with the same nodes run: what D_iter says beyond the path
         "call_counts_differ": any(p.d_iter > 0 and not p.d_struct for p in pairs),
-        "verdict": "fail" if failures else "pass", "failures": failures,
+        **({"outcome": outcome} if outcome is not None else {}),
+        "verdict": verdict, "failures": failures,
+        "re_evaluate_because": [outcome["undecided"]] if verdict == "re-evaluate" and outcome is not None else [],
         "within_noise": not d_i["rises"], "epsilon": epsilon,
         "re_evaluate": _impact(node, d_i["candidate"]["value"], d_i["rises"], profile, alpha, graph),
         "moved": [v for v, row in downstream.items() if row["rises"]],

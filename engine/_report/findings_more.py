@@ -133,10 +133,45 @@ def _gate_candidate(c: Mapping[str, Any], margin: float) -> list[Finding]:
     out += [f for key, what in (("D_shape", "the path"), ("D_iter", iterations))
             if what is not None and (f := _gate_rate(c, key, what, margin)) is not None]
     out += _gate_inputs(c)
+    out += _gate_outcome(c)
     nodes = [str(r.get("node")) for r in c.get("re_evaluate") or [] if isinstance(r, Mapping)]
     if nodes:
         out.append(code_list(Sentence().t("Re-evaluate "), nodes).t(" (the nodes this change can move beyond alpha).")
                    .done("note", anchor("gate", c.get("template")), template=str(c.get("template")), nodes=nodes))
+    return out
+
+
+def _gate_outcome(c: Mapping[str, Any]) -> list[Finding]:
+    """The outcome criterion of a candidate (``gate.json``'s ``outcome``): its pass rate
+    against the current template's, what that decides at the margin, and the inputs where
+    answers fail more often."""
+    o = c.get("outcome")
+    if not isinstance(o, Mapping):
+        return []
+    template, link = str(c.get("template")), anchor("gate", c.get("template"))
+    cand, curr, diff = _arm(o, "candidate"), _arm(o, "current"), _arm(o, "difference")
+    lo, hi = (o.get("test_ci") or [None, None])[:2]
+    said = {"worse": "lowers it beyond", "non-inferior": "keeps it within",
+            "undecided": "is not shown to keep it within"}.get(str(o.get("decision")), str(o.get("decision")))
+    interval = f"[{fmt(_num(lo), signed=True)}, {fmt(_num(hi), signed=True)}]"
+    s = Sentence().t("With ").c(template).t(f" the pass rate is {fmt(_num(cand.get('value')))} against "
+                                          f"{fmt(_num(curr.get('value')))} with the current template "
+                                          f"({fmt(_num(diff.get('value')), signed=True)} {interval}, "
+                                          f"n = {fmt_n(diff.get('n'))}): the candidate {said} the non-inferiority "
+                                          f"margin {fmt(_num(o.get('margin')))}")
+    out = [s.t(".").done("verdict", link, template=template, decision=str(o.get("decision")),
+                         value=_num(diff.get("value")), lo=_num(lo), hi=_num(hi))]
+    per = o.get("per_input") or {}
+    rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
+    moved = [rows[str(g)] for g in per.get("moved") or [] if str(g) in rows]
+    if moved:
+        s = Sentence().t("With ").c(template).t(f" answers fail more often at {len(moved)} of {len(rows)} input(s): ")
+        for i, g in enumerate(moved):
+            s.t("; " if i else "").c(g.get("input_id")).t(
+                f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
+                f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
+        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
+                                 inputs=[str(g.get("input_id")) for g in moved]))
     return out
 
 

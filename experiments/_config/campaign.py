@@ -425,6 +425,10 @@ class GateSpec(_Spec):
     """The familywise level of the verdict, in (0, 1): the chance that a candidate that
     changes nothing fails is at most this (half to the average-level tests, half to the
     per-input family, Holm-corrected)."""
+    outcome_margin: float = Field(default=0.05, gt=0, lt=1)
+    """With outcome checks: the non-inferiority margin of the pass rate. The gate fails a
+    candidate whose pass rate is below the current template's by more than this, with
+    confidence, and says re-evaluate (exit 1) when its interval cannot rule that out."""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """Seed of the probe sample and of the replays' sample keys."""
     alpha: float | None = Field(default=None, gt=0, le=1)

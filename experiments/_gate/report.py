@@ -73,6 +73,7 @@ def _candidate(c: Mapping[str, Any]) -> list[str]:
                       f"template's own noise: the chance of such a false alarm is {chance}. Gating again at "
                       "another `--seed` tells the two apart.", ""]
     lines += _inputs(c)
+    lines += _outcome(c)
     if c["within_noise"]:
         lines += [f"d_i is not shown to exceed the current template's own noise at {node} by more than "
                   f"epsilon = {fmt(c['epsilon'])}: nothing to re-evaluate.", ""]
@@ -84,6 +85,25 @@ def _candidate(c: Mapping[str, Any]) -> list[str]:
         lines += ["The profile's impact set is empty at this alpha: nothing to re-evaluate.", ""]
     if c["moved"]:
         lines += ["Measured: the distance rose at " + ", ".join(md_code(v) for v in c["moved"]) + ".", ""]
+    return lines
+
+
+def _outcome(c: Mapping[str, Any]) -> list[str]:
+    """The outcome criterion: the arms' pass rates, the difference and its test interval,
+    the decision at the non-inferiority margin, and why it says re-evaluate."""
+    o = c.get("outcome")
+    if not isinstance(o, Mapping):
+        return []
+    ci = o.get("test_ci") or [None, None]
+    lines = ["**Outcome** (the pass rate, candidate against the current template; non-inferiority margin "
+             f"{_count(o.get('margin'))}):", "",
+             *md_table(["measure", "candidate", "current template", "candidate - current",
+                        f"{100 * o['test_level']:.4g}% test interval", "decision"],
+                       [["pass rate", _interval(o["candidate"]), _interval(o["current"]), _signed(o["difference"]),
+                         f"[{fmt(ci[0], signed=True)}, {fmt(ci[1], signed=True)}]", md_text(o["decision"])]],
+                       "lrrrrl"), ""]
+    if o.get("undecided"):
+        lines += [f"**Re-evaluate:** {md_text(o['undecided'])}.", ""]
     return lines
 
 
@@ -151,16 +171,17 @@ def gate_junit(data: Mapping[str, Any]) -> str:
     cases = []
     for c in data["candidates"]:
         name = quoteattr(xml_text(f"{c['template']} ({c['node']})"))
-        if c["verdict"] == "fail":
-            message = quoteattr(xml_text("; ".join(c["failures"])))
-            body = escape(xml_text("\n".join(c["failures"])))
+        if c["verdict"] in ("fail", "re-evaluate"):  # an undecided outcome is no pass either
+            said = c["failures"] or c.get("re_evaluate_because") or ["re-evaluate"]
+            message = quoteattr(xml_text("; ".join(said)))
+            body = escape(xml_text("\n".join(said)))
             cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
                          f'    <failure message={message} type="gate">{body}</failure>\n  </testcase>')
         else:
             out = escape(xml_text("re-evaluate: " + (", ".join(m["node"] for m in c["re_evaluate"]) or "nothing")))
             cases.append(f'  <testcase classname="quiver.gate" name={name}>\n'
                          f'    <system-out>{out}</system-out>\n  </testcase>')
-    failures = sum(c["verdict"] == "fail" for c in data["candidates"])
+    failures = sum(c["verdict"] in ("fail", "re-evaluate") for c in data["candidates"])
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<testsuite name="quiver gate" tests="{len(data["candidates"])}" failures="{failures}" errors="0" '
             f'time="{data.get("seconds", 0)}">\n' + "\n".join(cases) + "\n</testsuite>\n")

@@ -516,10 +516,12 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
                                   f"{bad[0].status}); the first: {bad[0].trace_id}")
             rows.append(judge_candidate(GateCandidate(template, file, node, chosen, c.repeats, tuple(c.unprobed)),
                                         pairs, reached, profile, alpha=alpha_v, resamples=spec.analysis.resamples,
-                                        seed=seed_n, epsilon=spec.analysis.epsilon, familywise=settings.familywise))
+                                        seed=seed_n, epsilon=spec.analysis.epsilon, familywise=settings.familywise,
+                                        outcome_margin=spec.gate.outcome_margin))
     finally:
         store.close()
-    verdict = "fail" if any(r["verdict"] == "fail" for r in rows) else "pass"
+    verdicts = {r["verdict"] for r in rows}
+    verdict = "fail" if "fail" in verdicts else "re-evaluate" if "re-evaluate" in verdicts else "pass"
     unaccounted = merge_unaccounted(results[j.job_id].get("wire") for j in jobs)
     data = {
         "verdict": verdict, "spec": str(path), "profile": profile.source,
