@@ -13,9 +13,17 @@ moved. The replays themselves are run by :mod:`quiver.experiments._gate`.
    means over the same resamples (paired replay by replay when both arms measured every
    slot; a node only some replays reach is measured in different slots by each arm).
    **Per input** (:mod:`quiver._interventional.inputs`): for each probed input, the
-   replays whose path changed (D_shape or D_iter > 0) in each arm, tested candidate
-   against current on the same probes (the exact one-sided test, stratified by probe),
-   Holm over Tarone's family of the inputs.
+   replays whose path changed (D_shape or D_iter > 0) from their recording in each arm,
+   tested candidate against current on the same probes (the exact test, stratified by
+   probe), Holm over Tarone's family of the inputs. **[engine]** The test is two-sided:
+   a probe's recording is one sample of the current template's paths, and an unusual
+   one (a message handed off to billing where the current instructions mostly send it
+   to technical support) makes a candidate that always takes that path change *less*
+   often from the recording than the current template does; it decides otherwise all
+   the same. (Measured on the openai-agents desk, ``tests/integrations/test_openai_agents.py``:
+   with its "thanks" probe recorded going to billing, a candidate sending every thanks to
+   billing changed the path in 0 of 6 replays against 5 of 6 with the current template;
+   the one-sided test passed it.)
 5. **Verdict** ``fail`` when any of these tests rejects; the familywise level alpha
    (``gate.familywise``, 0.05 by default) bounds the chance that a candidate that changes
    nothing fails, by a Bonferroni split (the union bound: the false-fail rate is at most
@@ -73,7 +81,7 @@ from quiver._trace import Trace
 from .columns import TIE
 from .estimates import downstream_nodes
 from .gate_outcome import outcome_criterion
-from .inputs import InputEffect, InputEffects, exact_p, input_effects, replays_needed
+from .inputs import InputEffect, InputEffects, exact_p_two_sided, input_effects, replays_needed
 from .pairing import PairResult
 from .results import CampaignEstimates
 
@@ -239,10 +247,10 @@ def _per_input(candidate: GateCandidate, pairs: Sequence[PairResult], level: flo
     stratum = [t.trace_id for t in probes for _ in range(repeats)] * 2
     changed = np.arange(len(pairs)) < len(probes) * repeats
     event = np.array([p.d_shape or p.d_iter > 0 for p in pairs], dtype=bool)
-    effects = input_effects(group, stratum, changed, event, alpha=level, event_name=PATH_EVENT)
+    effects = input_effects(group, stratum, changed, event, alpha=level, event_name=PATH_EVENT, two_sided=True)
     per = Counter(t.input_id for t in probes)
     fewest = min(per.values()) if per else 1
-    need = replays_needed(len(per), level, strata=fewest)
+    need = replays_needed(len(per), level / 2, strata=fewest)  # two-sided: a complete change at half the level
     untested = _untestable(effects, level, repeats >= need)
     return effects, {**effects.to_json(), "probes_per_input": fewest, "replays_needed": need,
                      "enough_replays": repeats >= need, "untestable": [g.input_id for g in untested],
@@ -257,26 +265,27 @@ def _untestable(effects: InputEffects, level: float, enough: bool) -> list[Input
     behind the current template's noise."""
     return sorted((g for g in effects.untestable_higher()
                    if not enough or (g.p_value is not None and g.p_value <= level)),
-                  key=lambda g: (g.p_value if g.p_value is not None else 1.0, -g.excess, g.input_id))
+                  key=lambda g: (g.p_value if g.p_value is not None else 1.0, -abs(g.excess), g.input_id))
 
 
 def replays_to_test(g: InputEffect, level: float, most: int = 50) -> int | None:
     """About how many replays per arm (one probe) would make a change of ``g``'s rates
-    reach ``level``: the fewest multiple of its replays whose counts, scaled, give an
-    exact p at most ``level`` (None: none up to ``most`` times as many)."""
+    reach ``level``: the fewest multiple of its replays whose counts, scaled, give a
+    two-sided exact p at most ``level`` (None: none up to ``most`` times as many)."""
     rate, control = g.rate or 0.0, g.control_rate or 0.0
     for m in range(2, most + 1):
         n = g.n * m
-        p = exact_p([(n, round(rate * n), n, round(control * n))])
+        p = exact_p_two_sided([(n, round(rate * n), n, round(control * n))])  # the gate's test
         if p is not None and p <= level:
             return n
     return None
 
 
 def _input_failure(g: InputEffect, level: float, family: int) -> str:
-    return (f"input {g.input_id}: the path changes in {g.events} of {g.n} candidate replays against "
-            f"{g.control_events} of {g.control_n} with the current template (exact p = {g.p_value:.3g}, "
-            f"Holm-adjusted {g.p_holm:.3g} ≤ {level:.3g} over {family} testable input(s))")
+    return (f"input {g.input_id}: the path differs from its recording in {g.events} of {g.n} candidate replays "
+            f"against {g.control_events} of {g.control_n} with the current template: the candidate decides "
+            f"otherwise there (two-sided exact p = {g.p_value:.3g}, Holm-adjusted {g.p_holm:.3g} ≤ {level:.3g} over "
+            f"{family} testable input(s))")
 
 
 def _rate_failure(name: str, row: Mapping[str, Any], node: str) -> str:

@@ -59,10 +59,14 @@ from quiver._stats import rounded
 from .reader import Reader
 
 __all__ = ["InputEffect", "InputEffects", "input_effects", "exact_p", "min_attainable_p", "tarone_family",
+           "exact_p_two_sided", "min_attainable_p_two_sided",
            "replays_needed", "complete_change_p", "holm", "TEST", "CORRECTION"]
 
 TEST = "one-sided exact conditional test, stratified by baseline trace (Fisher's exact test with one trace)"
 """The per-input test, as ``campaign.json`` and ``gate.json`` name it."""
+TEST_TWO_SIDED = ("two-sided exact conditional test, stratified by baseline trace (Fisher's exact test with one "
+                  "trace; twice the smaller tail)")
+"""The per-input test of the gate, which a change in either direction fails."""
 CORRECTION = "Holm over Tarone's family (the inputs whose changes could reach significance)"
 """The multiplicity correction, as the JSON names it."""
 
@@ -127,6 +131,36 @@ def min_attainable_p(strata: Sequence[Stratum]) -> float | None:
     return float(np.prod([_law(n1, n0, x1 + x0)[-1] for n1, x1, n0, x0 in used]))
 
 
+def _lowest(n1: int, x1: int, n0: int, x0: int) -> float:
+    """P(X = its smallest value): as few events in the changed arm as the margins allow."""
+    law = _law(n1, n0, x1 + x0)
+    return float(law[max(0, x1 + x0 - n0)])
+
+
+def exact_p_two_sided(strata: Sequence[Stratum]) -> float | None:
+    """The two-sided p-value of the exact conditional test: twice the smaller tail (the
+    doubling rule), at most 1; None when no stratum has units in both arms. The changed
+    arm has the event more often, or less often, than the control arm."""
+    used = _informative(strata)
+    if not used:
+        return None
+    law = np.ones(1)
+    for n1, x1, n0, x0 in used:
+        law = np.convolve(law, _law(n1, n0, x1 + x0))
+    observed = sum(x1 for _, x1, _, _ in used)
+    return float(min(1.0, 2 * min(law[observed:].sum(), law[:observed + 1].sum())))
+
+
+def min_attainable_p_two_sided(strata: Sequence[Stratum]) -> float | None:
+    """The smallest p-value :func:`exact_p_two_sided` can give with these margins."""
+    used = _informative(strata)
+    if not used:
+        return None
+    upper = float(np.prod([_law(n1, n0, x1 + x0)[-1] for n1, x1, n0, x0 in used]))
+    lower = float(np.prod([_lowest(*s) for s in used]))
+    return min(1.0, 2 * min(upper, lower))
+
+
 def _at_most(p: float, level: float) -> bool:
     """``p <= level`` up to round-off."""
     return p <= level * (1 + ROUND_OFF)
@@ -168,7 +202,8 @@ class InputEffect:
         events: Those with the event.
         control_n: Its units in the control arm.
         control_events: Those with the event.
-        p_value: The exact one-sided p-value (None: no trace has units in both arms).
+        p_value: The exact p-value, one-sided or two-sided as its family (None: no trace has
+            units in both arms).
         p_min: The smallest p-value its margins allow (None: as ``p_value``).
         p_holm: The Holm-adjusted p-value within Tarone's family (None: outside it, not testable).
         moved: Whether ``p_holm`` <= alpha.
@@ -232,22 +267,27 @@ class InputEffects:
         alpha: The familywise level of the family.
         family: The groups in Tarone's family (those Holm runs over).
         inputs: Per group, its test, in input order.
+        two_sided: The tests are two-sided (more or less often).
     """
 
     event: str
     alpha: float
     family: int
     inputs: tuple[InputEffect, ...]
+    two_sided: bool = False
 
     def moved(self) -> list[InputEffect]:
-        """The groups that moved, the largest excess first."""
-        return sorted((g for g in self.inputs if g.moved), key=lambda g: (-g.excess, g.input_id))
+        """The groups that moved, the largest excess first (the largest in size, two-sided)."""
+        return sorted((g for g in self.inputs if g.moved),
+                      key=lambda g: (-(abs(g.excess) if self.two_sided else g.excess), g.input_id))
 
     def untestable_higher(self) -> list[InputEffect]:
         """Groups outside the family whose changed arm had the event more often than the
-        control arm: where a change may hide that these units cannot show."""
-        return sorted((g for g in self.inputs if not g.testable and g.excess > 0),
-                      key=lambda g: (-g.excess, g.input_id))
+        control arm (or less often, two-sided): where a change may hide that these units
+        cannot show."""
+        return sorted((g for g in self.inputs if not g.testable and (g.excess != 0 if self.two_sided
+                                                                     else g.excess > 0)),
+                      key=lambda g: (-abs(g.excess), g.input_id))
 
     @property
     def concentrated(self) -> bool:
@@ -256,19 +296,21 @@ class InputEffects:
         return bool(self.moved()) and len(self.moved()) <= CONCENTRATED_SHARE * len(self.inputs)
 
     def to_json(self) -> dict[str, Any]:
-        return {"event": self.event, "test": TEST, "correction": CORRECTION, "alpha": self.alpha,
-                "family": self.family, "moved": [g.input_id for g in self.moved()],
-                "concentrated": self.concentrated, "inputs": [g.to_json() for g in self.inputs]}
+        return {"event": self.event, "test": TEST_TWO_SIDED if self.two_sided else TEST, "correction": CORRECTION,
+                "alpha": self.alpha, "family": self.family, "moved": [g.input_id for g in self.moved()],
+                "concentrated": self.concentrated, "inputs": [g.to_json() for g in self.inputs],
+                **({"two_sided": True} if self.two_sided else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, where: str = "per_input") -> InputEffects:
         r = Reader(data, where)
         return cls(event=r.string("event"), alpha=r.number("alpha"), family=r.integer("family"),
-                   inputs=r.read_all("inputs", InputEffect.from_json))
+                   inputs=r.read_all("inputs", InputEffect.from_json),
+                   two_sided=r.boolean("two_sided") if r.has("two_sided") else False)
 
 
 def input_effects(group: Sequence[str], stratum: Sequence[str], changed: np.ndarray, event: np.ndarray, *,
-                  alpha: float, event_name: str) -> InputEffects:
+                  alpha: float, event_name: str, two_sided: bool = False) -> InputEffects:
     """The per-input tests of a change (module docstring).
 
     Args:
@@ -278,6 +320,9 @@ def input_effects(group: Sequence[str], stratum: Sequence[str], changed: np.ndar
         event: Per unit, whether it had the event.
         alpha: The familywise level.
         event_name: What the event is, for the JSON.
+        two_sided: Test whether the changed arm has the event more *or less* often
+            (:func:`exact_p_two_sided`): a change that takes an input's path back to
+            its recording, away from where the control arm goes, is a change too.
 
     Returns:
         The groups with units in the changed arm, in sorted order.
@@ -290,12 +335,12 @@ def input_effects(group: Sequence[str], stratum: Sequence[str], changed: np.ndar
         cell[1 if c else 3] += int(e)
     groups = sorted(g for g, by in cells.items() if any(v[0] for v in by.values()))
     strata = {g: [(a, b, c, d) for a, b, c, d in cells[g].values()] for g in groups}
-    p = {g: exact_p(strata[g]) for g in groups}
-    p_min = {g: min_attainable_p(strata[g]) for g in groups}
+    p = {g: (exact_p_two_sided if two_sided else exact_p)(strata[g]) for g in groups}
+    p_min = {g: (min_attainable_p_two_sided if two_sided else min_attainable_p)(strata[g]) for g in groups}
     _, inside = tarone_family([p_min[g] for g in groups], alpha)
     members = [g for g, keep in zip(groups, inside, strict=True) if keep and p[g] is not None]
     adjusted = dict(zip(members, holm([p[g] or 1.0 for g in members]), strict=True))
-    return InputEffects(event_name, alpha, len(members), tuple(
+    return InputEffects(event_name, alpha, len(members), two_sided=two_sided, inputs=tuple(
         InputEffect(input_id=g, strata=len(_informative(strata[g])), n=sum(s[0] for s in strata[g]),
                     events=sum(s[1] for s in strata[g]), control_n=sum(s[2] for s in strata[g]),
                     control_events=sum(s[3] for s in strata[g]), p_value=p[g], p_min=p_min[g],

@@ -255,7 +255,8 @@ def _repeats(probes: Sequence[Trace], repeats: int | None, familywise: float) ->
     if repeats is not None:
         return repeats
     per = Counter(t.input_id for t in probes)
-    return replays_needed(len(per), gate_levels(familywise)["inputs"], strata=min(per.values()))
+    # the per-input test is two-sided: a complete change reaches half the level in one tail
+    return replays_needed(len(per), gate_levels(familywise)["inputs"] / 2, strata=min(per.values()))
 
 
 def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int) -> list[ReplayJob]:
@@ -300,7 +301,7 @@ class CandidateJobs:
         per = Counter(t.input_id for t in self.probes)
         level = gate_levels(familywise)["inputs"]
         fewest = min(per.values())
-        need = replays_needed(len(per), level, strata=fewest)
+        need = replays_needed(len(per), level / 2, strata=fewest)  # two-sided test
         most = max(per.values())
         spread = f"{fewest}" if most == fewest else f"{fewest}-{most}"
         head = (f"{self.template} at {self.node}: {len(per)} input(s), {len(self.probes)} probe(s) "

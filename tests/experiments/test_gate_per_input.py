@@ -106,10 +106,11 @@ def test_a_template_that_reroutes_one_input_of_16_fails_and_names_it(desk: Desk,
     data = json.loads((out / "gate.json").read_text())
     [c] = data["candidates"]
     per = c["per_input"]
-    assert c["probes"] == c["inputs"] == 16 and c["repeats"] == per["replays_needed"] == 6 and per["enough_replays"]
+    assert c["probes"] == c["inputs"] == 16 and c["repeats"] == per["replays_needed"] == 7 and per["enough_replays"]
+    # two-sided at 0.025 over 16 inputs: C(14, 7) = 3432 >= 2 * 16 / 0.025 = 1280 > C(12, 6) = 924
     assert per["moved"] == ["thanks"], per
     thanks = next(g for g in per["inputs"] if g["input_id"] == "thanks")
-    assert (thanks["events"], thanks["n"], thanks["control_events"], thanks["control_n"]) == (6, 6, 0, 6)
+    assert (thanks["events"], thanks["n"], thanks["control_events"], thanks["control_n"]) == (7, 7, 0, 7)
     assert thanks["p_holm"] <= data["familywise"] / 2
     # the average cannot see it: neither rate rises at the gate's level
     assert not c["rates"]["D_shape"]["rises"] and not c["rates"]["D_iter"]["rises"]
@@ -118,10 +119,10 @@ def test_a_template_that_reroutes_one_input_of_16_fails_and_names_it(desk: Desk,
           f"{c['rates']['D_shape']['current']['value']}; thanks {thanks['events']} of {thanks['n']} against "
           f"{thanks['control_events']} of {thanks['control_n']}, Holm p = {thanks['p_holm']}")
     assert "## quiver gate: FAIL" in proc.stdout and "`thanks`" in proc.stdout
-    assert "the path moved at 1 of 16 input(s): thanks (6 of 6 candidate replays" in proc.stdout
+    assert "the path moved at 1 of 16 input(s): thanks (7 of 7 candidate replays" in proc.stdout
     assert f"{data['replays']:,} gate replays in" in proc.stdout
     assert f"; {data['llm_calls']:,} LLM calls (counted on the wire)" in proc.stdout
-    assert data["llm_calls"] == data["replays"] == 192  # one triage call a replay
+    assert data["llm_calls"] == data["replays"] == 224  # one triage call a replay
     failure = ET.parse(out / "junit.xml").getroot().find("testcase/failure")
     assert failure is not None and "input thanks" in (failure.get("message") or "")
     page = (out / "report.html").read_text()
@@ -147,10 +148,10 @@ def test_too_few_replays_are_said_and_the_inputs_they_cannot_test_named(desk: De
     data = _gate(desk, tmp_path / "two", desk.reroute, repeats=2)
     [c] = data["candidates"]
     per = c["per_input"]
-    assert data["verdict"] == "pass" and not per["enough_replays"] and per["replays_needed"] == 6
+    assert data["verdict"] == "pass" and not per["enough_replays"] and per["replays_needed"] == 7
     assert per["moved"] == [] and "thanks" in per["untestable"]
     text = (tmp_path / "two" / "gate.md").read_text()
-    assert "With 2 replays per probe and arm no input's change can be tested among 16 inputs: 6 would" in text
+    assert "With 2 replays per probe and arm no input's change can be tested among 16 inputs: 7 would" in text
     assert "`thanks` (2 of 2 against 0 of 2" in text
 
 
@@ -159,7 +160,8 @@ def test_a_probe_budget_below_the_inputs_names_the_inputs_without_a_probe(desk: 
     [c] = data["candidates"]
     per = c["per_input"]
     assert c["probes"] == c["inputs"] == 8 and len(per["unprobed"]) == 8
-    assert c["repeats"] == per["replays_needed"] == 6  # 8 inputs at 0.025: C(12, 6) = 924 >= 320
+    # 8 inputs, two-sided at 0.025: C(12, 6) = 924 >= 2 * 8 / 0.025 = 640
+    assert c["repeats"] == per["replays_needed"] == 6
     assert set(per["unprobed"]) | {g["input_id"] for g in per["inputs"]} == {
         json.loads(line)["input_id"] for line in (desk.spec.parent / "inputs.jsonl").read_text().splitlines()}
     text = (tmp_path / "eight" / "gate.md").read_text()

@@ -225,3 +225,48 @@ def test_streamed_runs_and_the_chat_completions_model_record_and_replay_alike(
                     seconds=SECONDS)
     assert check.code == 0 and "16 of 16 traces reproduce exactly" in check.stdout + check.stderr, check.stderr
     assert front.requests()[mark:] == []
+
+
+def _gate(root: Path, front: CountingFront, name: str, candidate: Path) -> tuple[dict[str, Any], int, Any]:
+    """``quiver gate`` of a triage-instructions candidate over the recorded desk: gate.json,
+    the LLM requests the front received, the command's result."""
+    spec = root / f"{name}.yaml"
+    spec.write_text(CAMPAIGN.format(desk=DESK, url=front.url, baseline=root / "rec" / "traces.jsonl",
+                                    perturbations="  - {id: flip, node: Triage agent, op: categorical_flip, "
+                                                  "params: {field: handoff}}",
+                                    controls=0, cache=root / "embeddings", out=root / f"{name}-run"))
+    mark = front.mark()
+    done = run_cli(["gate", str(spec), "--candidate", f"Triage agent/system={candidate}", "--out",
+                    str(root / name)], seconds=SECONDS)
+    assert done.code in (0, 1), done.stderr
+    return json.loads((root / name / "gate.json").read_text()), len(_llm(front.requests()[mark:])), done
+
+
+def test_the_gate_fails_a_candidate_that_hands_every_thanks_to_billing_and_names_the_input(
+        recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
+    root, _, _ = recorded
+    data, sent, done = _gate(root, front, "gate-thanks", DESK / "thanks_to_billing.txt")
+    [c] = data["candidates"]
+    assert done.code == 1 and data["verdict"] == "fail", done.stdout[-3000:]
+    per = c["per_input"]
+    assert per["moved"] == ["thanks"] and per["enough_replays"], per
+    thanks = next(g for g in per["inputs"] if g["input_id"] == "thanks")
+    # the candidate hands every thanks to billing: whichever agent the recording took, the arms differ
+    assert thanks["p_holm"] <= data["familywise"] / 2
+    assert [f for f in c["failures"] if "input thanks" in f] == c["failures"]
+    assert "`thanks`" in done.stdout and "## quiver gate: FAIL" in done.stdout
+    assert data["llm_calls"] == sent == _printed_llm_calls(done.stdout + done.stderr)
+
+
+def test_the_gate_passes_the_current_instructions_as_a_candidate(
+        recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront, tmp_path: Path) -> None:
+    root, _, _ = recorded
+    found = re.search(r'^TRIAGE_INSTRUCTIONS = "(.+)"$', (DESK / "pipeline.py").read_text(), re.M)
+    assert found is not None
+    same = tmp_path / "same.txt"
+    same.write_text(found.group(1) + "\n")
+    data, sent, done = _gate(root, front, "gate-same", same)
+    [c] = data["candidates"]
+    assert done.code == 0 and data["verdict"] == "pass", done.stdout[-3000:]
+    assert c["per_input"]["moved"] == [] and c["per_input"]["enough_replays"]
+    assert data["llm_calls"] == sent == _printed_llm_calls(done.stdout + done.stderr)
