@@ -40,6 +40,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -69,6 +70,7 @@ from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
 from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec_redactor
 from quiver.replay import (
+    ClusterLost,
     EndpointDown,
     EndpointWatch,
     Executor,
@@ -282,7 +284,23 @@ class CampaignRun:
         settings = self.spec.executor.model_dump()
         if address is not None:
             settings["address"] = address
+        if settings.get("address") and settings.get("runtime_env") is None:
+            settings["runtime_env"] = self.shipped()
         return make_executor(kind or self.spec.executor.kind, settings)
+
+    def shipped(self) -> dict[str, Any]:
+        """The runtime environment that brings the pipeline to a cluster's workers: the
+        folder holding the spec and the pipeline as ``working_dir``, without the output
+        folder, the response and embedding caches and version-control folders."""
+        path = self.spec.pipeline.rpartition(":")[0] or self.spec.pipeline
+        pipeline = (self.base_dir / path).resolve()
+        folder = Path(os.path.commonpath([self.base_dir.resolve(), pipeline.parent]))
+        excludes = [".git", "__pycache__", ".quiver"]
+        for inside in (self.out.resolve(), *([Path(self.spec.analysis.cache_dir).resolve()]
+                                             if self.spec.analysis.cache_dir else [])):
+            if inside.is_relative_to(folder):
+                excludes.append("/" + inside.relative_to(folder).as_posix())
+        return {"working_dir": str(folder), "excludes": excludes}
 
     def replay_mode(self) -> ReplayMode:
         """What the spec's replays hold frozen (its ``replay:`` block)."""
@@ -394,6 +412,11 @@ class CampaignRun:
                 ledger.close()  # failed before its first replay: the corrected run starts afresh
                 ledger = None
                 _discard_empty_run(out)
+            if isinstance(exc, ClusterLost):  # nothing failed because of it: the run goes on on a cluster
+                where = " --address ADDRESS" if runner.name == "ray" else ""
+                raise exc.with_note(f"{len(ledger) if ledger is not None else 0:,} of {len(jobs):,} replays committed "
+                                    f"to {ledger_path}, none counted as failed because of it; continue on a running "
+                                    f"cluster with: quiver run {self.path} --output {out} --resume{where}") from None
             if isinstance(exc, EndpointDown):  # nothing failed because of it: the run goes on once it answers
                 raise exc.with_note(f"when it answers again, continue with: quiver run {self.path} --output {out} "
                                     "--resume") from None

@@ -156,7 +156,8 @@ class Worker:
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
         redactor = Redactor.from_json(context.redaction) if context.redaction is not None else None
-        self.cache = ResponseCache(context.cache_dir, redactor=redactor) if context.cache_dir else None
+        cache_dir = node_cache_dir(context.cache_dir)
+        self.cache = ResponseCache(cache_dir, redactor=redactor) if cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
         self.replayer = Replayer(
             self.fn,
@@ -201,6 +202,20 @@ class Worker:
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return result.to_json()
+
+
+NODE_CACHE = "node:"
+"""A context's ``cache_dir`` starting with this names a folder on each worker's own disk
+(under ``~/.cache/quiver/responses``): the driver's output folder is not a cluster
+worker's to write."""
+
+
+def node_cache_dir(cache_dir: str | None) -> str | None:
+    """The folder a worker uses for a context's ``cache_dir`` (see :data:`NODE_CACHE`)."""
+    if cache_dir is None or not cache_dir.startswith(NODE_CACHE):
+        return cache_dir
+    root = os.environ.get("QUIVER_CACHE_DIR") or str(Path.home() / ".cache" / "quiver")
+    return str(Path(root) / "responses" / cache_dir[len(NODE_CACHE):])
 
 
 ENDPOINT_DOWN = "endpoint_down"
