@@ -169,7 +169,7 @@ class CampaignRun:
                  warn: Callable[[str], None] | None = None) -> None:
         self.spec = spec
         self.path = path
-        self.base_dir = path.parent
+        self.base_dir = path.parent.resolve()  # not the current folder: a Ray job's may be unpacked again meanwhile
         self.out = Path(spec.output)
         self.stream = stream
         self.warn: Callable[[str], None] = warn if warn is not None else log.warning

@@ -117,12 +117,15 @@ class HeadWatch:
     def __init__(self, ray: Any, address: str | None) -> None:
         self.where: tuple[str, int] | None = None
         self.address = address or os.environ.get("RAY_ADDRESS") or ""
-        if address or os.environ.get("RAY_ADDRESS"):
-            try:
-                host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
-                self.where = (host, int(port))
-            except (AttributeError, ValueError):
-                self.where = None
+        if self.address:
+            found = self.address if ":" in self.address and "://" not in self.address else ""
+            if not found:
+                try:
+                    found = str(ray.get_runtime_context().gcs_address)
+                except AttributeError:
+                    found = ""
+            host, _, port = found.rpartition(":")
+            self.where = (host, int(port)) if host and port.isdigit() else None
         self._tried = 0.0
         self._failing_since: float | None = None
         self.lost = False
@@ -140,9 +143,8 @@ class HeadWatch:
             self._failing_since = now
         if now - self._failing_since >= HEAD_LOST_S:
             self.lost = True
-            host, port = self.where
-            raise ClusterLost(f"the Ray head at {host}:{port} ({self.address}) stopped answering: every connection "
-                              f"was refused for {now - self._failing_since:.1f} s")
+            raise ClusterLost(f"the Ray head at {self.address} stopped answering: every connection was refused "
+                              f"for {now - self._failing_since:.1f} s")
 
     def _reachable(self) -> bool:
         assert self.where is not None
