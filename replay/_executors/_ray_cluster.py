@@ -17,6 +17,7 @@ pipeline's folder to the workers, and noticing a head that is gone.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 import time
@@ -54,14 +55,14 @@ def connect(address: str | None, num_cpus: int | None, runtime_env: Mapping[str,
     if ray.is_initialized():
         return ray
     env = dict(runtime_env) if runtime_env else None
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
     try:
         if address:
-            ray.init(address=address, runtime_env=env, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, runtime_env=env, **quiet)
         elif os.environ.get("RAY_ADDRESS"):  # a Ray job's driver: its runtime environment is the job's
-            ray.init(include_dashboard=False, log_to_driver=False)
+            ray.init(**quiet)
         else:
-            ray.init(address="local", num_cpus=num_cpus, runtime_env=env, include_dashboard=False,
-                     log_to_driver=False)
+            ray.init(address="local", num_cpus=num_cpus, runtime_env=env, **quiet)
     except (ConnectionError, TimeoutError) as exc:
         raise QuiverError(f"cannot connect to the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: "
                           f"{exc}; check that its head is up (ray status --address ...)") from None
@@ -145,6 +146,10 @@ class HeadWatch:
             self.lost = True
             raise ClusterLost(f"the Ray head at {self.address} stopped answering: every connection was refused "
                               f"for {now - self._failing_since:.1f} s")
+
+    def head_up(self) -> bool:
+        """Whether the head accepts a connection now (True when there is no head to lose)."""
+        return self.where is None or self._reachable()
 
     def _reachable(self) -> bool:
         assert self.where is not None

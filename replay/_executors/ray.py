@@ -424,6 +424,10 @@ class _Run:
         if i in self.live:
             self.live.discard(i)
             self.owner.lost[type(exc).__name__] += 1
+            watch = self.owner._watch
+            if watch is not None and not watch.head_up():  # the head's loss is what will be said, once
+                log.debug("Ray actor %d stopped with the head unreachable: %s", i, exc)
+                return
             log.warning("Ray actor %d stopped (%s: %s); its batches go to the %d other actor(s)", i,
                         type(exc).__name__, _first_line(exc), len(self.live))
         if i not in self.probes.values():
