@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, pack_delta, trace_delta
+from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, expand_line, pack_delta, trace_delta
 from .diff import PERTURBED_TAG, Divergence, FieldDiff, TargetReport, call_diff, call_names, diff_values, trace_diff
 from .io import (
     MAX_NESTING,
@@ -57,6 +57,7 @@ from .redact_output import (
 __all__ = [
     "DELTA_KEY",
     "apply_delta",
+    "expand_line",
     "baseline_digest",
     "baseline_text",
     "pack_delta",

@@ -64,7 +64,7 @@ from quiver._outdir import (
     output_errors,
     write_text,
 )
-from quiver._progress import Progress, StageProgress
+from quiver._progress import StageProgress
 from quiver._report import write_profile
 from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
@@ -72,7 +72,6 @@ from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec
 from quiver.replay import (
     ClusterLost,
     EndpointDown,
-    EndpointWatch,
     Executor,
     LLMClient,
     ReplayContext,
@@ -87,11 +86,12 @@ from quiver.replay import (
 from quiver.replay._capture import http_tools
 
 from .checks import check_baseline, check_spec
-from .committer import LedgerCommitter
 from .fidelity import check_fidelity
 from .identity import campaign_identities, stored_identity
 from .jobs import AdaptiveLayout, adaptive_layouts, controls, expand_jobs
+from .journal import Journals
 from .ledger import Ledger
+from .replays import replay_jobs
 from .resume import FINISHED, check_baseline_identity, finished, mark_finished, resume_state, unmark_finished
 
 __all__ = ["CampaignResult", "CampaignRun", "run_campaign"]
@@ -364,6 +364,7 @@ class CampaignRun:
         # nothing is written to the output folder before the baseline is loaded and checked
         traces = self.checked_baseline() if self.spec.baseline is not None else None
         ledger: Ledger | None = None
+        journals: Journals | None = None
         runner = self.executor(executor, address)
         jobs: list[ReplayJob] = []
         identities: dict[str, dict[str, Any]] = {}
@@ -373,6 +374,7 @@ class CampaignRun:
                     traces = self.checked_baseline(resume=resume)
                 self.check_fidelity(traces)  # nothing is spent on a baseline that does not replay
                 ledger, run_id = self._open_ledger(ledger_path)
+                journals = self._open_journals(ledger)
                 if self.spec.replay.downstream == "cached":  # a cache file that cannot be used: said before any work
                     make_folder(out / "cache")
                     check_database(out / "cache" / "cache.db")  # no link out of the output folder
@@ -390,8 +392,8 @@ class CampaignRun:
                 done, spent = resumed.done, [0, 0]
                 with replay_failures_logged(out / "campaign.log", self.redactor):  # counted by reason, not one each
                     while True:  # once, or once per round of the adaptive ladders
-                        rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
-                                                 done=done, spent=spent, first=done is resumed.done)
+                        rows = replay_jobs(self, jobs, left_out, graph, ledger, journals, run_id, runner,
+                                           done=done, spent=spent, first=done is resumed.done)
                         if not rows.result.complete:
                             break
                         layouts = self._next_rounds(ledger, traces, rounds, rows.rows, profile, graph.graph)
@@ -403,6 +405,7 @@ class CampaignRun:
                 result.resumed = len(resumed.done)
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
+                    journals.finish()  # replays.jsonl and pairs.jsonl, in job order
                     write_results(self, rows.rows, profile, result, traces, graph.graph,
                                   adaptive_layouts(self.spec, traces, rounds))
                     campaign_attribution(self.spec, self.fn, self._client(), traces, out,  # its attribution: block
@@ -428,6 +431,8 @@ class CampaignRun:
             try:
                 runner.close()
             finally:
+                if journals is not None:
+                    journals.close()
                 if ledger is not None:
                     ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
@@ -550,6 +555,20 @@ class CampaignRun:
         check_baseline(self.spec, self.path, traces, lambda: self.graph(traces))
         return traces
 
+    def _open_journals(self, ledger: Ledger) -> Journals:
+        """The files the ledger points into, made to agree with it (:mod:`.journal`);
+        rows of an older layout, and damaged rows, are found now (their replays run again,
+        or the ledger is refused)."""
+        if len(ledger):
+            ledger.check_rows()
+            older = ledger.unplaced()
+            if older:
+                log.info("%s: %d replay(s) stored by an earlier version are run again", ledger.path, len(older))
+                ledger.forget(older)
+        journals = Journals(self.out, ledger)
+        journals.open()
+        return journals
+
     def _open_ledger(self, ledger_path: Path) -> tuple[Ledger, str]:
         """The run folder's ``spec.resolved.json`` and ledger (with the run's id)."""
         make_folder(self.out)
@@ -560,100 +579,6 @@ class CampaignRun:
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
         return ledger, run_id
-
-    def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
-                     traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
-                     executor: Executor, *, done: set[str], spent: list[int], first: bool = True) -> _Replayed:
-        from .results import Pairer, replay_failure
-        from .stored import packed
-
-        spec, out = self.spec, self.out
-        todo = [j for j in jobs if j.job_id not in done]
-        cached = spec.replay.downstream == "cached"
-        context = self.replay_context(graph.graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
-                                      cache_dir=out / "cache" if cached else None)
-        result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
-                                executor=executor.name)
-        tokens = [0]
-        progress = Progress("replays", len(jobs), stream=self.stream, resumed=result.resumed,
-                            before="resumed" if first else "done before this round")
-        pairer = Pairer(self, ledger, traces, graph, jobs, steps, done,
-                        on_paired=lambda n: progress.advance(0, paired=n))
-
-        def over_budget() -> bool:
-            budget = spec.budget
-            hit = (budget.max_llm_calls is not None and spent[0] >= budget.max_llm_calls) or (
-                budget.max_tokens is not None and spent[1] >= budget.max_tokens
-            )
-            result.stopped_by_budget = result.stopped_by_budget or hit
-            if hit and not result.budget_stop:
-                result.budget_stop = _budget_reached(budget, spent[0], spent[1])
-            return hit
-
-        # spent: LLM calls and tokens of the replays finished, committed or not yet, by this run (all
-        # its rounds): what the budget holds
-
-        def finished(job_id: str, data: dict[str, Any]) -> None:
-            if "error" not in data:
-                spent[0] += sum((data.get("llm_calls") or {}).values())
-                spent[1] += int(data.get("llm_tokens") or 0)
-            committer.put(job_id, data)
-
-        def committed(job_id: str, data: dict[str, Any]) -> None:
-            retried = 0
-            if "error" in data:
-                status = "failed"
-            else:
-                status = "diverged" if data.get("divergences") else "ok"
-                result.llm_calls += sum((data.get("llm_calls") or {}).values())
-                result.retries.update(data.get("retries") or {})
-                retried = sum((data.get("retries") or {}).values())
-                tokens[0] += int(data.get("llm_tokens") or 0)
-            result.status[status] += 1
-            result.done += 1
-            failure = replay_failure(data)
-            if failure is not None:
-                result.failures.setdefault(job_id.split("/")[0], Counter())[failure] += 1
-            pairer.committed(job_id)
-            progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
-
-        baseline_of = {j.job_id: j.trace for j in jobs}
-        committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed,
-                                    pack=lambda job_id, data: packed(data, baseline_of[job_id], pairer.baselines))
-        watch = EndpointWatch(finished, lambda: committer.failed or pairer.failed or over_budget())
-        committer.start()
-        pairer.start()
-        try:
-            try:
-                executor.run(context, todo, watch.done, watch.should_stop)
-            finally:
-                try:
-                    committer.close()
-                finally:
-                    progress.close()
-            watch.raise_if_down(f"{len(ledger):,} of {len(jobs):,} replays committed to {ledger.path}, none counted "
-                                f"as failed because of it ({watch.held:,} cut short, to run again)")
-        except BaseException:
-            pairer.abandon()
-            raise
-        result.nodes = executor.nodes_used()
-        if result.stopped_by_budget:  # the first replay in job order not committed was running
-            held = ledger.done()
-            running = next((j.perturbation_id.split("#")[0] for j in jobs if j.job_id not in held), "none")
-            result.budget_stop += f"; {len(held):,} of {len(jobs):,} replays committed, {running} running"
-        left = {k: v for k, v in left_out.items() if v}
-        if left:
-            log.info("traces left out (no target call, or not selected): %s", left)
-        if not result.complete:
-            pairer.abandon()
-            if isinstance(pairer.error, QuiverError):
-                raise pairer.error
-            if pairer.error is not None:
-                raise QuiverError(f"the campaign stopped: pairing failed: {pairer.error}") from pairer.error
-            return _Replayed(result, [])
-        rows = pairer.finish()
-        result.not_landed, result.unaccounted = pairer.not_landed, pairer.unaccounted
-        return _Replayed(result, rows)
 
 
 def run_campaign(
@@ -733,11 +658,3 @@ def _write_profile_once(profile: Profile, folder: Path) -> None:
     marker.unlink(missing_ok=True)
     written = write_profile(profile, folder)
     write_text(marker, json.dumps({"digest": digest, "files": [p.name for p in written]}) + "\n")
-
-
-@dataclass
-class _Replayed:
-    """The replay phase's counts, and every job's pair row (in job order) once complete."""
-
-    result: CampaignResult
-    rows: list[PairRow]

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from ._ray_cluster import ClusterLost
 from .base import (
     ENTRY_POINT_GROUP,
     EXECUTORS,
@@ -25,7 +26,6 @@ from .base import (
     run_jobs,
     worker_for,
 )
-from ._ray_cluster import ClusterLost
 from .local import LocalExecutor
 from .ray import RayExecutor
 

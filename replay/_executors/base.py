@@ -132,6 +132,10 @@ class ReplayContext:
     redaction: dict[str, Any] | None = None
     """The run's redactor (:meth:`~quiver.Redactor.to_json`): what the worker writes to
     disk itself (the response cache) is redacted as the run's own files are."""
+    finish: Callable[[ReplayJob, dict[str, Any]], dict[str, Any]] | None = None
+    """Called by the worker on each replay's result, where the replay ran: what it
+    returns is what the executor hands back (a campaign redacts, stores and pairs its
+    replays there). It must pickle (a worker may be another process or machine)."""
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -200,8 +204,12 @@ class Worker:
         except EndpointDown as exc:  # not the replay's own result: see EndpointWatch
             return {"error": f"{type(exc).__name__}: {exc}", ENDPOINT_DOWN: exc.to_json()}
         except QuiverError as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        return result.to_json()
+            return self._finished(job, {"error": f"{type(exc).__name__}: {exc}"})
+        return self._finished(job, result.to_json())
+
+    def _finished(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+        finish = self.context.finish
+        return finish(job, data) if finish is not None else data
 
 
 NODE_CACHE = "node:"
