@@ -47,12 +47,18 @@ from quiver.replay._capture import merge_unaccounted
 from .ledger import replay_failed
 from .stored import Baselines, delta_line, pack_text, packed
 
-__all__ = ["Finisher", "PACKAGE", "is_package"]
+__all__ = ["Finisher", "PACKAGE", "is_package", "warm_embedder"]
 
 PACKAGE = "finished"
 """The key that marks a finished replay (its value: the package's version)."""
 
 _ENDPOINT_DOWN = "endpoint_down"  # as the executors mark a replay the endpoint cut short
+
+
+def warm_embedder(name: str | None) -> None:
+    """Load the text embedding model a campaign's workers pair with (in a worker
+    process, while the driver analyses the baseline)."""
+    OneTextEmbedder(make_embedder(name)).encode(["warm"])
 
 
 def is_package(data: Mapping[str, Any]) -> bool:

@@ -37,6 +37,7 @@ the budget; 2 could not run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -381,9 +382,9 @@ class CampaignRun:
                     ResponseCache(out / "cache").close()
                 source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
                 check_baseline_identity(ledger, traces, self.skipped, source)
-                runner.start()  # its workers start up while the baseline is analysed
                 rounds = self._recorded_rounds(ledger)
                 jobs, steps, left_out = expand_jobs(self.spec, traces, rounds)
+                self._start(runner, len(jobs))  # its workers start up while the baseline is analysed
                 identities = self._identities(traces)
                 resumed = resume_state(ledger, jobs, traces, identities, self.path, source, retry_failed=retry_failed)
                 unmark_finished(out)  # the results may be written again from here on
@@ -554,6 +555,18 @@ class CampaignRun:
         traces = self.baseline(resume=resume)
         check_baseline(self.spec, self.path, traces, lambda: self.graph(traces))
         return traces
+
+    def _start(self, runner: Executor, jobs: int) -> None:
+        """Start the executor's workers, told how many jobs to expect and to load the text
+        embedding model meanwhile (executors that take either: ``expected_jobs``, ``warm``)."""
+        from .finish import warm_embedder
+
+        if hasattr(runner, "expected_jobs"):
+            runner.expected_jobs = jobs
+        if hasattr(runner, "warm"):
+            embedder = self.spec.analysis.embedder
+            runner.warm = functools.partial(warm_embedder, embedder if isinstance(embedder, str) else None)
+        runner.start()
 
     def _open_journals(self, ledger: Ledger) -> Journals:
         """The files the ledger points into, made to agree with it (:mod:`.journal`);

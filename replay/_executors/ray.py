@@ -56,6 +56,13 @@ class _ReplayActor:
 
         self._redactors: dict[str, Redactor] = {}
 
+    def warm(self, fn: Any) -> None:
+        """Call ``fn`` (load what replays will need) before any job comes."""
+        try:
+            fn()
+        except Exception:  # what cannot load says so when a replay needs it
+            log.debug("warming a Ray actor failed", exc_info=True)
+
     def node(self) -> str:
         """The Ray node this actor runs on (answering also says the actor is up)."""
         import ray
@@ -205,6 +212,8 @@ class RayExecutor(Executor):
         self._coordinator: Any = None
         self._ray: Any = None
         self._watch: HeadWatch | None = None
+        self.warm: Any = None
+        """Called in each actor once it has started (see :attr:`LocalExecutor.warm`)."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> RayExecutor:
@@ -243,6 +252,9 @@ class RayExecutor(Executor):
         )
         redaction = output_redactor().to_json()  # the built-in rules and the secrets the run's redactors hold
         self._handles = [cls.remote(redaction) for _ in range(n)]
+        if self.warm is not None:
+            for actor in self._handles:
+                actor.warm.remote(self.warm)
         self._coordinator = start_coordinator(ray)
 
     def close(self) -> None:
