@@ -90,7 +90,7 @@ from .checks import check_baseline, check_spec
 from .fidelity import check_fidelity
 from .identity import campaign_identities, stored_identity
 from .jobs import AdaptiveLayout, adaptive_layouts, controls, expand_jobs
-from .journal import Journals
+from .journal import FILES, JOURNAL, Journals
 from .ledger import Ledger
 from .replays import replay_jobs
 from .resume import FINISHED, check_baseline_identity, finished, mark_finished, resume_state, unmark_finished
@@ -413,6 +413,8 @@ class CampaignRun:
                                          self.stream)
         except Exception as exc:
             if ledger is not None and not resume and len(ledger) == 0:
+                if journals is not None:
+                    journals.close()
                 ledger.close()  # failed before its first replay: the corrected run starts afresh
                 ledger = None
                 _discard_empty_run(out)
@@ -626,7 +628,7 @@ def _discard_empty_run(out: Path) -> None:
     of a run that failed before its first replay, so that the corrected spec runs into the
     same folder."""
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal",
-                 "spec.resolved.json", MARKER_FILE):
+                 "spec.resolved.json", *FILES[JOURNAL], MARKER_FILE):
         (out / name).unlink(missing_ok=True)
 
 
