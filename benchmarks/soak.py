@@ -286,7 +286,7 @@ def main() -> int:
         results["local"] = {**report(local, jobs), **sizes(folder / "local", jobs), "jobs": jobs}
         killed_spec = write_spec(folder, "killed", baseline, args.replays, args.inputs,
                                  "{kind: local, concurrency: 32}")
-        killed = run("killed", killed_spec, folder / "killed", "--quiet", kill_at=kill_at)
+        run("killed", killed_spec, folder / "killed", "--quiet", kill_at=kill_at)
         kept = _committed(folder / "killed" / "ledger.sqlite")
         resumed = run("resumed", killed_spec, folder / "killed", "--quiet", "--resume")
         ready = first_commit_after(resumed, kept)
@@ -313,8 +313,14 @@ def main() -> int:
         try:
             for i in range(args.ray_nodes):
                 cluster.add_node(f"w{i}")
-            spec = write_spec(folder, "ray", baseline, args.replays, args.inputs,
+            project = folder / "ray-project"  # what is shipped to the workers: the spec and its pipeline
+            project.mkdir(exist_ok=True)
+            shutil.copy(HERE / "_soak_pipeline.py", project / "_soak_pipeline.py")
+            spec = write_spec(project, "ray", baseline, args.replays, args.inputs,
                               f"{{kind: ray, address: '{cluster.address}'}}")
+            spec.write_text(spec.read_text().replace(str(HERE / "_soak_pipeline.py"), "_soak_pipeline.py")
+                            .replace(f"output: {project / 'ray'}", f"output: {folder / 'ray'}")
+                            .replace(f"cache_dir: {project / 'emb'}", f"cache_dir: {folder / 'emb'}"))
             ray_run = run(f"ray, {args.ray_nodes} worker nodes", spec, folder / "ray", "--quiet", env=cluster.env)
         finally:
             cluster.shutdown()

@@ -296,6 +296,11 @@ class CampaignRun:
         path = self.spec.pipeline.rpartition(":")[0] or self.spec.pipeline
         pipeline = (self.base_dir / path).resolve()
         folder = Path(os.path.commonpath([self.base_dir.resolve(), pipeline.parent]))
+        if len(folder.parts) < 3 or folder == Path.home():  # "/", "/tmp", the home folder: not one project's
+            raise QuiverError(
+                f"{self.path}: the spec's folder and the pipeline {pipeline} share no folder but {folder}, too wide "
+                "to ship to the Ray cluster's workers: put the pipeline beside the spec, or give "
+                "executor.runtime_env (its working_dir is shipped; {} ships nothing, for nodes that share this disk)")
         excludes = [".git", "__pycache__", ".quiver"]
         for inside in (self.out.resolve(), *([Path(self.spec.analysis.cache_dir).resolve()]
                                              if self.spec.analysis.cache_dir else [])):
