@@ -26,8 +26,8 @@ from quiver.replay import _capture as _capture  # registers the transport captur
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "._capture": ("capture_stats", "installed_hooks", "unseen_llm_calls", "unseen_llm_nodes", "unseen_llm_warning"),
     "._executors": (
-        "ClusterLost", "EndpointWatch", "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor",
-        "make_executor", "registered_executors", "worker_for",
+        "ClusterLost", "EndpointWatch", "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob",
+        "executor", "make_executor", "registered_executors", "worker_for",
     ),
     "._instrument": (
         "CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph",
