@@ -101,6 +101,8 @@ class Journals:
         if not any(r.place == NEXT for r in refs):
             for which in (0, 1):
                 self.path(NEXT, which).unlink(missing_ok=True)
+        for name in FILES[FINAL]:  # what a kill left of a final file written whole (write_text) or of an
+            (self.out / f"{name}.tmp").unlink(missing_ok=True)  # earlier version's pairing: never read
         self._ends = ends
         self._writers = (open_output(self.path(JOURNAL, 0), append=True),
                          open_output(self.path(JOURNAL, 1), append=True))
