@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # tests/ray_cluster.py: a cluster started with ray start
+
+from ray_cluster import committed  # noqa: E402
 
 from _support_bot import quiver  # noqa: E402  (benchmarks/, first on the path)
 
@@ -132,14 +133,6 @@ def _proc(pid: int) -> tuple[float, float] | None:
         return None
 
 
-def _committed(ledger: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=2) as db:
-            return int(db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-
-
 def run(name: str, spec: Path, out: Path, *args: str, kill_at: int | None = None,
         env: dict[str, str] | None = None) -> Run:
     """``quiver run SPEC --output OUT ARGS`` sampled once a second (SIGKILLed once
@@ -158,10 +151,10 @@ def run(name: str, spec: Path, out: Path, *args: str, kill_at: int | None = None
     reader.start()
     while proc.poll() is None:
         found = _proc(proc.pid)
-        committed = _committed(out / "ledger.sqlite")
+        count = committed(out / "ledger.sqlite")
         if found is not None:
-            result.samples.append(Sample(time.perf_counter() - start, found[0], found[1], committed))
-        if kill_at is not None and committed >= kill_at:
+            result.samples.append(Sample(time.perf_counter() - start, found[0], found[1], count))
+        if kill_at is not None and count >= kill_at:
             os.kill(proc.pid, signal.SIGKILL)
             break
         time.sleep(1.0)
@@ -281,13 +274,13 @@ def main() -> int:
     if "local" in executors:
         spec = write_spec(folder, "local", baseline, args.replays, args.inputs, "{kind: local, concurrency: 32}")
         local = run("local", spec, folder / "local", "--quiet")
-        jobs = _committed(folder / "local" / "ledger.sqlite")
+        jobs = committed(folder / "local" / "ledger.sqlite")
         runs.append(local)
         results["local"] = {**report(local, jobs), **sizes(folder / "local", jobs), "jobs": jobs}
         killed_spec = write_spec(folder, "killed", baseline, args.replays, args.inputs,
                                  "{kind: local, concurrency: 32}")
         run("killed", killed_spec, folder / "killed", "--quiet", kill_at=kill_at)
-        kept = _committed(folder / "killed" / "ledger.sqlite")
+        kept = committed(folder / "killed" / "ledger.sqlite")
         resumed = run("resumed", killed_spec, folder / "killed", "--quiet", "--resume")
         ready = first_commit_after(resumed, kept)
         results["killed_and_resumed"] = {
@@ -324,7 +317,7 @@ def main() -> int:
             ray_run = run(f"ray, {args.ray_nodes} worker nodes", spec, folder / "ray", "--quiet", env=cluster.env)
         finally:
             cluster.shutdown()
-        jobs = _committed(folder / "ray" / "ledger.sqlite")
+        jobs = committed(folder / "ray" / "ledger.sqlite")
         runs.append(ray_run)
         results["ray"] = {**report(ray_run, jobs), **sizes(folder / "ray", jobs), "jobs": jobs,
                           "campaign_json_identical_to_local": (folder / "ray" / "campaign.json").read_bytes()

@@ -171,3 +171,15 @@ def shlex_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def committed(ledger: Path) -> int:
+    """The replays a running campaign has committed to ``ledger`` (read-only; 0 before
+    the ledger exists): what a test or benchmark waits on before it kills something."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=2) as db:
+            return int(db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
+    except sqlite3.Error:
+        return 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ pytest.importorskip("ray")
 if os.geteuid() != 0 or shutil.which("unshare") is None:  # pragma: no cover - CI and this machine run as root
     pytest.skip("a node that cannot see the project's folder needs root (unshare --mount)", allow_module_level=True)
 
-from ray_cluster import Cluster, ray_command  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
+from ray_cluster import Cluster, committed, ray_command  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
 
 ROOT = Path(__file__).parents[2]
 DEMO = ROOT / "experiments" / "support_bot"
@@ -126,18 +125,10 @@ def _run(cluster: Cluster, project: Path, out: Path, *args: str) -> subprocess.P
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.env)
 
 
-def _committed(ledger: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=1) as db:
-            return int(db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-
-
-def _when_committed(proc: subprocess.Popen[str], ledger: Path, n: int) -> None:
+def _whencommitted(proc: subprocess.Popen[str], ledger: Path, n: int) -> None:
     """Return once ``n`` replays are in ``ledger`` (the run must still be going)."""
     deadline = time.monotonic() + 300
-    while _committed(ledger) < n:
+    while committed(ledger) < n:
         assert proc.poll() is None, f"the run ended before {n} replays were committed: {proc.communicate()}"
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.05)
@@ -178,7 +169,7 @@ def test_a_worker_node_killed_mid_campaign_changes_nothing(
     out = tmp_path / "out"
     proc = _run(cluster, project, out)
     try:
-        _when_committed(proc, out / "ledger.sqlite", 20)
+        _whencommitted(proc, out / "ledger.sqlite", 20)
         node = next(n for n in cluster.nodes if n.name == "a")
         killed = cluster.kill_node(node)
         assert killed
@@ -203,7 +194,7 @@ def test_a_lost_head_stops_the_driver_in_one_line_and_another_cluster_finishes_i
         doomed.add_node("x")
         proc = _run(doomed, project, out)
         try:
-            _when_committed(proc, out / "ledger.sqlite", 20)
+            _whencommitted(proc, out / "ledger.sqlite", 20)
             doomed.kill_head()
             stdout, stderr = proc.communicate(timeout=300)
         finally:
@@ -215,7 +206,7 @@ def test_a_lost_head_stops_the_driver_in_one_line_and_another_cluster_finishes_i
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr[:5000]
     assert f"the Ray head at 127.0.0.1:{doomed.port}" in lines[0] and "--resume" in lines[0]
-    kept = _committed(out / "ledger.sqlite")
+    kept = committed(out / "ledger.sqlite")
     assert kept >= 20
     proc = _run(cluster, project, out, "--resume")
     stdout, stderr = proc.communicate(timeout=600)

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray_cluster import committed  # tests/ is on sys.path (tests/conftest.py)
 
 from quiver.experiments._campaign import run_campaign
 
@@ -110,7 +110,7 @@ def _kill_one_worker(stop: threading.Event, killed: list[int], ledger: Path) -> 
     """SIGKILL one of this process's worker processes once replays are being committed
     (it has jobs in hand then)."""
     me = os.getpid()
-    while not stop.is_set() and _committed(ledger) < 8:
+    while not stop.is_set() and committed(ledger) < 8:
         time.sleep(0.02)
     for entry in os.listdir("/proc"):
         if stop.is_set() or not entry.isdigit():
@@ -126,14 +126,6 @@ def _kill_one_worker(stop: threading.Event, killed: list[int], ledger: Path) -> 
             os.kill(int(entry), signal.SIGKILL)
             killed.append(int(entry))
             return
-
-
-def _committed(ledger: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=1) as db:
-            return int(db.execute("SELECT COUNT(*) FROM replays").fetchone()[0])
-    except sqlite3.Error:
-        return 0
 
 
 def test_a_worker_process_killed_mid_run_and_one_schedule_for_all_change_nothing(
