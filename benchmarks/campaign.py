@@ -377,12 +377,15 @@ def digest(path: Path) -> str:
 
 def print_table(runs: list[Run]) -> None:
     print(f"{'executor':<9} {'jobs':>5} {'LLM calls':>9} {'latency':>8} {'concurrency':>11} {'ideal s':>8} "
-          f"{'replays s':>9} {'efficiency':>10}  {'+ pairing left s':>16} {'end to end':>10}  {'(runner total s)':>16}")
+          f"{'replays s':>9} {'efficiency':>10}  {'+ rows read s':>13} {'end to end':>10}  {'replays/s':>9} "
+          f"{'driver CPU ms/replay':>20} {'driver ceiling /s':>17}  {'(runner total s)':>16}")
     for r in runs:
+        rate = r.done / max(r.replay_s, 1e-9)
+        cpu_ms = 1000 * r.t.cpu_s / max(r.done, 1)
         print(f"{r.label:<9} {r.jobs:>5} {r.llm_calls:>9} {r.latency_ms:>6g}ms {r.concurrency:>11} "
               f"{r.ideal_s:>8.1f} {r.replay_s:>9.1f} {f'{r.efficiency:.3f}' if r.latency_ms else '-':>10}  "
-              f"{r.t.pairing_s:>16.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>10}  "
-              f"{r.total_s:>16.1f}")
+              f"{r.t.pairing_s:>13.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>10}  "
+              f"{rate:>9.1f} {cpu_ms:>20.2f} {1000 / max(cpu_ms, 1e-9):>17.0f}  {r.total_s:>16.1f}")
 
 
 def print_breakdown(r: Run, zero: Run | None) -> None:

@@ -260,6 +260,7 @@ def main() -> int:
     parser.add_argument("--ray-nodes", type=int, default=3, help="worker nodes of the Ray cluster (3)")
     parser.add_argument("--kill-at", type=int, default=None, help="SIGKILL the second local run here (half)")
     parser.add_argument("--out", type=Path, default=None, help="keep the runs in this folder")
+    parser.add_argument("--no-kill", action="store_true", help="skip the killed-and-resumed local run")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="quiver-soak-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -277,6 +278,8 @@ def main() -> int:
         jobs = committed(folder / "local" / "ledger.sqlite")
         runs.append(local)
         results["local"] = {**report(local, jobs), **sizes(folder / "local", jobs), "jobs": jobs}
+        save(folder, results, runs)
+    if "local" in executors and not args.no_kill:
         killed_spec = write_spec(folder, "killed", baseline, args.replays, args.inputs,
                                  "{kind: local, concurrency: 32}")
         run("killed", killed_spec, folder / "killed", "--quiet", kill_at=kill_at)
@@ -289,6 +292,8 @@ def main() -> int:
             "campaign_json_identical": (folder / "killed" / "campaign.json").read_bytes()
             == (folder / "local" / "campaign.json").read_bytes(),
             "md5": [digest(folder / "local" / "campaign.json"), digest(folder / "killed" / "campaign.json")]}
+        save(folder, results, runs)
+    if "local" in executors:
         whole = folder / "whole"
         shutil.copytree(folder / "local", whole)
         for name in ("campaign.json", "report.md", "report.html", "summary.json", ".finished"):
@@ -297,8 +302,8 @@ def main() -> int:
         replays_line = next((t for t, line in again.lines if line.startswith("replays")), None)
         results["resume_of_whole_ledger"] = {
             "ready_s": round(replays_line, 1) if replays_line is not None else None, "total_s": round(again.seconds, 1),
-            "campaign_json_identical": (whole / "campaign.json").read_bytes()
-            == (folder / "local" / "campaign.json").read_bytes()}
+            "campaign_json_identical": digest(whole / "campaign.json") == digest(folder / "local" / "campaign.json")}
+        save(folder, results, runs)
     if "ray" in executors:
         from ray_cluster import Cluster
 
@@ -320,12 +325,18 @@ def main() -> int:
         jobs = committed(folder / "ray" / "ledger.sqlite")
         runs.append(ray_run)
         results["ray"] = {**report(ray_run, jobs), **sizes(folder / "ray", jobs), "jobs": jobs,
-                          "campaign_json_identical_to_local": (folder / "ray" / "campaign.json").read_bytes()
-                          == (folder / "local" / "campaign.json").read_bytes() if "local" in executors else None}
-    plot(runs, folder / "soak-rss.svg")
-    results["plot"] = str(folder / "soak-rss.svg")
+                          "campaign_md5": digest(folder / "ray" / "campaign.json")}
+    save(folder, results, runs)
     print(json.dumps(results, indent=2))
     return 0
+
+
+def save(folder: Path, results: dict[str, object], runs: list[Run]) -> None:
+    """The figures so far (``soak.json``) and the RSS curve (``soak-rss.svg``, ``.csv``)."""
+    if runs:
+        plot(runs, folder / "soak-rss.svg")
+        results["plot"] = str(folder / "soak-rss.svg")
+    (folder / "soak.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 
