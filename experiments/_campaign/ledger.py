@@ -469,6 +469,8 @@ class Ledger:
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):  # the write-ahead log folded in and emptied: its
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # pages would take the ledger's size again
                 with contextlib.suppress(sqlite3.Error):
                     self._db.close()
                 self._db = None
