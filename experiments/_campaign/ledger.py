@@ -358,10 +358,10 @@ class Ledger:
         return [r[0] for r in self._query("SELECT job_id FROM replays WHERE place IS NULL ORDER BY seq")]
 
     def check_rows(self) -> None:
-        """Read every row (each must be a replay's, see :meth:`_decode`): a damaged one
-        is found now, not when the results are written."""
-        for _, _ in self.replays():
-            pass
+        """Read every row (each must be a replay's, see :meth:`_decode`), in one pass: a
+        damaged one is found now, not when the results are written."""
+        for job_id, raw in self._query("SELECT job_id, CAST(data AS BLOB) FROM replays"):
+            self._decode(job_id, raw)
 
     def get_meta(self, key: str) -> str | None:
         found = self._query("SELECT value FROM meta WHERE key = ?", (key,))
