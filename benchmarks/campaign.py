@@ -519,9 +519,17 @@ def ray_cluster(nodes: int, cpus: int, *, simulated: bool) -> Iterator[str]:
     import ray
 
     if not simulated:
-        if not ray.is_initialized():
-            # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        for attempt in range(3):  # a loaded machine can make the instance miss its start-up deadline
+            if ray.is_initialized():
+                break
+            try:
+                # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
+                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+            except Exception as exc:
+                print(f"  ray.init failed ({exc}); attempt {attempt + 1} of 3", file=sys.stderr, flush=True)
+                ray.shutdown()
+                if attempt == 2:
+                    raise
         try:
             yield "{kind: ray}"
         finally:
