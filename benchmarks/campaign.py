@@ -73,9 +73,8 @@ from typing import Any
 
 from quiver._trace import load_traces
 from quiver.experiments._campaign import (
-    CampaignRun,
     Ledger,
-    results as campaign_results,
+    replays as campaign_replays,
     run as campaign_run,
     run_campaign,
 )
@@ -174,7 +173,8 @@ class Timings:
     phase_s: float = 0.0
     """The replays and their pairing: from the ledger check to the last pair row."""
     pairing_s: float = 0.0
-    """The pairing left once the last replay was committed (``Pairer.finish``)."""
+    """The pair rows read back once the last replay was committed (``collect_rows``:
+    each replay was paired where it ran)."""
     executor_s: float = 0.0
     cpu_s: float = 0.0
     """CPU time of this process (all its threads) during the executor's run."""
@@ -268,10 +268,8 @@ def instrumented() -> Iterator[Timings]:
         return make
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_patched(CampaignRun, "_replay_jobs", timed("phase_s")))
-        stack.enter_context(_patched(campaign_results.Pairer, "finish", timed("pairing_s")))
-        stack.enter_context(_patched(campaign_results, "pair_results", timed("pair_results_s")))
-        stack.enter_context(_patched(campaign_run, "EmbeddingStore", store_class))
+        stack.enter_context(_patched(campaign_run, "replay_jobs", timed("phase_s")))
+        stack.enter_context(_patched(campaign_replays, "collect_rows", timed("pairing_s")))
         stack.enter_context(_patched(Ledger, "commit", commit))
         stack.enter_context(_patched(LocalExecutor, "run", executor_run))
         stack.enter_context(_patched(RayExecutor, "run", executor_run))
@@ -379,17 +377,19 @@ def digest(path: Path) -> str:
 
 def print_table(runs: list[Run]) -> None:
     print(f"{'executor':<9} {'jobs':>5} {'LLM calls':>9} {'latency':>8} {'concurrency':>11} {'ideal s':>8} "
-          f"{'replays s':>9} {'efficiency':>10}  {'+ pairing left s':>16} {'end to end':>10}  {'(runner total s)':>16}")
+          f"{'replays s':>9} {'efficiency':>10}  {'+ rows read s':>13} {'end to end':>10}  {'replays/s':>9} "
+          f"{'driver CPU ms/replay':>20} {'driver ceiling /s':>17}  {'(runner total s)':>16}")
     for r in runs:
+        rate = r.done / max(r.replay_s, 1e-9)
+        cpu_ms = 1000 * r.t.cpu_s / max(r.done, 1)
         print(f"{r.label:<9} {r.jobs:>5} {r.llm_calls:>9} {r.latency_ms:>6g}ms {r.concurrency:>11} "
               f"{r.ideal_s:>8.1f} {r.replay_s:>9.1f} {f'{r.efficiency:.3f}' if r.latency_ms else '-':>10}  "
-              f"{r.t.pairing_s:>16.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>10}  "
-              f"{r.total_s:>16.1f}")
+              f"{r.t.pairing_s:>13.1f} {f'{r.efficiency_with_pairing:.3f}' if r.latency_ms else '-':>10}  "
+              f"{rate:>9.1f} {cpu_ms:>20.2f} {1000 / max(cpu_ms, 1e-9):>17.0f}  {r.total_s:>16.1f}")
 
 
 def print_breakdown(r: Run, zero: Run | None) -> None:
     t, n = r.t, max(r.done, 1)
-    emb = t.embedding
     print(f"{r.label} at {r.latency_ms:g} ms: replay phase {r.replay_s:.1f} s "
           f"(executor.run {t.executor_s:.1f} s; ledger check, set-up and last commits "
           f"{r.replay_s - t.executor_s:.1f} s), pairing left after it {t.pairing_s:.1f} s; "
@@ -400,12 +400,9 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
           f"{t.cpu_s / max(t.executor_s, 1e-9):.2f} cores busy on average")
     print(f"  ledger: {t.commits} transactions ({r.done / max(t.commits, 1):.1f} replays each), "
           f"{t.commit_s:.1f} s in a thread of its own ({1000 * t.commit_s / n:.1f} ms/replay)")
-    embedded, calls = emb.get("embedded", 0), max(t.encode_calls, 1)
-    print(f"  pairing (overlapped with the replays; {t.pairing_s:.1f} s left after the last one): pair_results "
-          f"{t.pair_results_s:.1f} s, of which embedding model load {emb.get('load_seconds', 0):.1f} s, encoding "
-          f"{emb.get('encode_seconds', 0):.1f} s: {embedded:.0f} texts embedded ({emb.get('cache_hits', 0):.0f} from "
-          f"cache) in {t.encode_calls} model calls, {embedded / calls:.1f} texts and "
-          f"{1000 * emb.get('encode_seconds', 0) / calls:.0f} ms per call (torch threads: {t.torch_threads})")
+    print(f"  driver CPU per replay during executor.run: {1000 * t.cpu_s / n:.2f} ms (replays finished, "
+          f"redacted, stored and paired where they ran; the driver checks and commits)")
+    print(f"  pair rows read back after the last replay: {t.pairing_s:.1f} s")
     if t.replay_s:
         floor = r.llm_calls * r.latency_ms / 1000
         busy = sum(t.replay_s)
@@ -447,8 +444,8 @@ def main() -> int:
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray (local,ray)")
     parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of each Ray node (2)")
     parser.add_argument("--ray-nodes", default="1",
-                        help="comma-separated node counts of simulated Ray clusters (ray.cluster_utils.Cluster), "
-                             "for example 1,2,4; 1 alone: a plain local instance (1)")
+                        help="comma-separated worker node counts of Ray clusters started with ray start on this "
+                             "machine, for example 1,2,3; 1 alone: a plain local instance (1)")
     parser.add_argument("--no-zero", action="store_true", help="skip the 0 ms runs of the same jobs")
     parser.add_argument("--no-resume", action="store_true", help="skip the killed-then-resumed run")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 replays at 100 ms")
@@ -475,15 +472,15 @@ def main() -> int:
         sized = {"baseline": baseline, "repeats": repeats, "sample": sample}
         for executor in executors:
             if executor == "local":
-                block = f"{{kind: local, concurrency: {args.concurrency}}}"
+                block = f"{{kind: local, concurrency: {args.concurrency}}}"  # one worker process per core
                 latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
                 done = [run_one(folder, f"local-{ms:g}ms", "local", block, args.concurrency, ms, **sized)
                         for ms in latencies]
                 runs.append((done[0], done[1] if len(done) > 1 else None))
                 continue
             for nodes in node_counts:
-                with ray_cluster(nodes, args.ray_cpus, simulated=node_counts != [1]):
-                    block, concurrency, how = ray_slots(nodes * args.ray_cpus)
+                with ray_cluster(nodes, args.ray_cpus, simulated=node_counts != [1]) as block:
+                    _, concurrency, how = ray_slots(nodes * args.ray_cpus)
                     label = "ray" if node_counts == [1] else f"ray x{nodes}"
                     print(f"{label}: effective concurrency {concurrency} = {how}")
                     latencies = [args.latency_ms] if args.no_zero or nodes > 1 else [args.latency_ms, 0.0]
@@ -514,29 +511,39 @@ def main() -> int:
 
 
 @contextlib.contextmanager
-def ray_cluster(nodes: int, cpus: int, *, simulated: bool) -> Iterator[None]:
-    """A local Ray instance, or a simulated cluster of ``nodes`` nodes of ``cpus`` CPUs on
-    this machine (``ray.cluster_utils.Cluster``); shut down afterwards."""
+def ray_cluster(nodes: int, cpus: int, *, simulated: bool) -> Iterator[str]:
+    """A local Ray instance (its spec block ``{kind: ray}``), or a cluster started with
+    ``ray start`` on this machine: a head without CPUs and ``nodes`` worker nodes of
+    ``cpus`` CPUs each (tests/ray_cluster.py); the spec's executor block; shut down
+    afterwards (by PID)."""
     import ray
 
     if not simulated:
-        if not ray.is_initialized():
-            # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        for attempt in range(3):  # a loaded machine can make the instance miss its start-up deadline
+            if ray.is_initialized():
+                break
+            try:
+                # Worker logs stay in Ray's log folder; failed pairs are summed up from the ledger.
+                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+            except Exception as exc:
+                print(f"  ray.init failed ({exc}); attempt {attempt + 1} of 3", file=sys.stderr, flush=True)
+                ray.shutdown()
+                if attempt == 2:
+                    raise
         try:
-            yield
+            yield "{kind: ray}"
         finally:
             ray.shutdown()
         return
-    from ray.cluster_utils import Cluster
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from ray_cluster import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "object_store_memory": 300 * 2**20})
+    cluster = Cluster(head_cpus=0)
     try:
-        for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=cpus, object_store_memory=300 * 2**20)
-        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-        cluster.wait_for_nodes()
-        yield
+        for i in range(nodes):
+            cluster.add_node(f"w{i}", cpus=cpus)
+        os.environ.update({k: v for k, v in cluster.env.items() if k == "RAY_AUTH_MODE"})
+        yield f"{{kind: ray, address: '{cluster.address}', runtime_env: {{}}}}"  # one disk: nothing to ship
     finally:
         ray.shutdown()
         cluster.shutdown()

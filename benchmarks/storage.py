@@ -1,21 +1,24 @@
-"""Benchmark: bytes per replay, and reading the replays back, stored as differences.
+"""Benchmark: bytes per replay, each replay stored once.
 
-Runs the README campaign (``quiver run experiments/specs/support_bot.yaml``, 5,988
-replays) into a temporary folder, or reads the campaign folder given with ``--run``, and
-prints, per replay:
+A campaign keeps each replay once: its line of ``replays.jsonl`` (its difference from
+its baseline trace, compressed with the baseline as the dictionary where that pays) and
+its row of ``pairs.jsonl``, which the ledger points into; the ledger row holds the rest
+of the replay's result, small (``experiments/_campaign/journal.py``). This prints, per
+replay, for a finished campaign folder:
 
-* what the ledger (``ledger.sqlite``) and the readable record (``replays.jsonl``) take,
-  each replay stored as its difference from its baseline trace (compressed where that
-  pays), against what the same replays take stored whole, as the engine stored them
-  before: the ledger row's JSON text with the whole trace (keys sorted) and the trace's
-  line (``trace_to_line``), both computed here from the replays read back;
-* the time to read them back: every ledger row made into a whole
-  :class:`~quiver.replay.ReplayResult`, as the campaign's pairing reads them, and every
-  line of ``replays.jsonl`` parsed as a trace (``load_traces``), each against the same
-  from the whole form (a ledger of whole rows and a file of whole lines written here);
-* whether every replay read back equals the whole one.
+* a baseline trace's size (its line, the mean over the baseline), the bytes of
+  ``ledger.sqlite`` and ``replays.jsonl`` per replay and their sum as a share of a trace
+  (``pairs.jsonl``, the campaign's result, beside them);
+* reading back: every ledger row made whole (its line read from ``replays.jsonl``,
+  :func:`~quiver.experiments._campaign.stored.whole_rows`) against ``replays.jsonl``
+  read by ``load_traces``, replay by replay.
 
-Run: ``python benchmarks/storage.py [--run FOLDER]``.
+Two campaigns, unless ``--run`` names a folder: the README campaign
+(``experiments/specs/support_bot.yaml``: traces of about 17 KB) and a held-out-like
+campaign of about 1,260 replays on the multi-hop QA demo (HotpotQA questions, traces of
+about 10 KB: a passage dropped from each retrieval, a query rewritten, repeats).
+
+Run: ``python benchmarks/storage.py [--run FOLDER] [--only readme|multihop]``.
 """
 
 from __future__ import annotations
@@ -23,121 +26,115 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from quiver._trace import load_traces, trace_to_line
-from quiver.experiments._campaign import Ledger
-from quiver.experiments._campaign.stored import Baselines, unpacked, whole_rows
-from quiver.replay import ReplayResult
+from quiver._trace import load_traces
+from quiver.experiments._campaign.stored import whole_rows
 
 from _support_bot import quiver  # benchmarks/, first on the path
 
 ROOT = Path(__file__).resolve().parents[1]
+MULTIHOP = ROOT / "experiments" / "multihop_qa"
+
+HELD_OUT = """\
+pipeline: {demo}/pipeline.py:run
+name: multihop_qa
+llm:
+  simulator:
+    models: [{demo}/sim_models.py]
+    nondeterminism: 0.05
+  model: multihop-query
+  params: {{temperature: 0.7}}
+baseline: {baseline}
+graph: {demo}/graph.yaml
+select: {{mode: all}}
+perturbations:
+  - id: drop-passage-1
+    node: retrieve_1
+    op: list_edit
+    params: {{action: remove, count: 1}}
+  - id: drop-passage-2
+    node: retrieve_2
+    op: list_edit
+    params: {{action: remove, count: 1}}
+replay: {{repeats: 2, controls: 0}}
+executor: {{kind: local, concurrency: 16}}
+analysis: {{resamples: 200, permutations: 200}}
+output: {output}
+"""
 
 
 def _size(*paths: Path) -> int:
     return sum(p.stat().st_size for p in paths if p.exists())
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
+def measure(label: str, run: Path) -> dict[str, float]:
+    """The bytes per replay of a finished campaign folder, and its read-back check."""
+    baseline = run / "baseline" / "traces.jsonl"
+    if not baseline.is_file():
+        spec = json.loads((run / "spec.resolved.json").read_text(encoding="utf-8"))
+        baseline = Path(spec["baseline"])  # as the spec gave it: run from the spec's folder when it is relative
+    lines = baseline.read_bytes().splitlines()
+    trace = sum(len(line) + 1 for line in lines) / max(len(lines), 1)
     start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
-
-
-def _read_ledger(ledger_path: Path, by_id: dict[str, Any], baselines: Baselines,
-                 baseline_of: dict[str, str]) -> list[ReplayResult]:
-    """Every row of a ledger made into a whole replay, as the pairing reads them."""
-    ledger = Ledger(ledger_path)
-    try:
-        out = []
-        for job_id, data in ledger.replays():
-            if "error" in data:
-                continue
-            base = by_id[baseline_of[job_id]]
-            out.append(ReplayResult.from_json(unpacked(data, base, baselines), base))
-        return out
-    finally:
-        ledger.close()
+    rows = whole_rows(run / "ledger.sqlite", baseline)
+    t_rows = time.perf_counter() - start
+    start = time.perf_counter()
+    loaded = {t.trace_id: t for t in load_traces(run / "replays.jsonl").traces}
+    t_lines = time.perf_counter() - start
+    same = sum(1 for r in rows.values() if "trace" in r and loaded.get(r["trace"]["trace_id"]) is not None
+               and loaded[r["trace"]["trace_id"]].model_dump(mode="json") == r["trace"])
+    n = len(rows)
+    ledger, record, pairs = _size(run / "ledger.sqlite"), _size(run / "replays.jsonl"), _size(run / "pairs.jsonl")
+    print(f"\n{label}: {n} replays, a baseline trace {trace / 1024:.1f} KB ({len(lines)} traces)")
+    print(f"  {'per replay':<30} {'bytes':>8} {'share of a trace':>17}")
+    for name, size in (("ledger.sqlite", ledger), ("replays.jsonl", record), ("together", ledger + record),
+                       ("pairs.jsonl (the result)", pairs)):
+        print(f"  {name:<30} {size / n:>8.0f} {size / n / trace:>17.3f}")
+    print(f"  read back: {same} of {len(loaded)} replays of replays.jsonl equal their ledger row made whole "
+          f"({t_rows:.1f} s for the ledger's {n} rows, {t_lines:.1f} s for load_traces)")
+    return {"replays": n, "trace_bytes": trace, "ledger": ledger / n, "replays_jsonl": record / n,
+            "together_share": (ledger + record) / n / trace}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", type=Path, help="a finished campaign folder (default: run the README campaign)")
+    parser.add_argument("--run", type=Path, help="a finished campaign folder (else the two campaigns are run)")
+    parser.add_argument("--only", choices=["readme", "multihop"], help="run one of the two campaigns")
     args = parser.parse_args()
+    print(f"load average at the start {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    if args.run is not None:
+        measure(str(args.run), args.run)
+        return 0
     with tempfile.TemporaryDirectory(prefix="quiver-bench-storage-") as tmp:
         folder = Path(tmp)
-        run = args.run
-        if run is None:
-            run = folder / "run"
+        if args.only in (None, "multihop"):
+            rec = folder / "multihop-baseline"
+            subprocess.run([*quiver(), "record", str(MULTIHOP / "record.yaml"), "--output", str(rec), "--quiet"],
+                           check=True, capture_output=True, text=True)
+            spec = folder / "held-out.yaml"
+            spec.write_text(HELD_OUT.format(demo=MULTIHOP, baseline=rec / "traces.jsonl", output=folder / "held-out"))
             start = time.perf_counter()
-            subprocess.run([*quiver(), "run", str(ROOT / "experiments" / "specs" / "support_bot.yaml"), "--output",
-                            str(run), "--quiet"], check=False, capture_output=True, text=True)
+            proc = subprocess.run([*quiver(), "run", str(spec), "--quiet"], capture_output=True, text=True)
+            if proc.returncode not in (0, 1):
+                sys.exit(proc.stderr[-2000:])
+            print(f"  held-out campaign run in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+            measure("held-out-like campaign (multi-hop QA, HotpotQA)", folder / "held-out")
+        if args.only in (None, "readme"):
+            run = folder / "readme"
+            start = time.perf_counter()
+            proc = subprocess.run([*quiver(), "run", str(ROOT / "experiments" / "specs" / "support_bot.yaml"),
+                                   "--output", str(run), "--quiet"], capture_output=True, text=True)
+            if proc.returncode not in (0, 1):
+                sys.exit(proc.stderr[-2000:])
             print(f"  README campaign run in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
-        baseline = run / "baseline" / "traces.jsonl"
-        if not baseline.is_file():
-            spec = json.loads((run / "spec.resolved.json").read_text(encoding="utf-8"))
-            baseline = Path(spec["baseline"])
-        rows = whole_rows(run / "ledger.sqlite", baseline)
-        by_id = {t.trace_id: t for t in load_traces(baseline).traces}
-        baselines = Baselines()
-        with sqlite3.connect(str(run / "ledger.sqlite")) as db:
-            stored = dict(db.execute("SELECT job_id, length(CAST(data AS BLOB)) FROM replays"))
-            seqs = dict(db.execute("SELECT job_id, seq FROM replays"))
-        n = len(rows)
-        # the whole form: a ledger of whole rows and a file of whole lines
-        whole_ledger = folder / "whole.sqlite"
-        ledger = Ledger(whole_ledger)
-        ledger.commit([(job_id, seqs[job_id], data, json.dumps(data, sort_keys=True)) for job_id, data in rows.items()])
-        ledger.close()
-        with sqlite3.connect(str(whole_ledger)) as db:  # stored as it was: the text, uncompressed
-            db.executemany("UPDATE replays SET data = ?, crc = NULL WHERE job_id = ?",
-                           [(json.dumps(d, sort_keys=True), j) for j, d in rows.items()])
-        whole_bytes = sum(len(json.dumps(d, sort_keys=True).encode()) for d in rows.values())
-        whole_lines = folder / "replays-whole.jsonl"
-        loaded, _ = _timed(lambda: load_traces(run / "replays.jsonl"))
-        whole_lines.write_text("".join(trace_to_line(t) + "\n" for t in loaded.traces), encoding="utf-8")
-        lines_bytes, whole_line_bytes = _size(run / "replays.jsonl"), _size(whole_lines)
-        ledger_bytes = _size(run / "ledger.sqlite")
-        print(f"{n} replays of the README campaign ({len(by_id)} baseline traces, "
-              f"{_size(baseline) / n:.0f} B of baseline per replay)")
-        print(f"{'per replay':<34} {'as differences':>14} {'whole':>10} {'ratio':>7}")
-        print(f"{'ledger rows (stored bytes)':<34} {sum(stored.values()) / n:>14.0f} {whole_bytes / n:>10.0f} "
-              f"{sum(stored.values()) / whole_bytes:>7.3f}")
-        print(f"{'ledger.sqlite (file)':<34} {ledger_bytes / n:>14.0f} {_size(whole_ledger) / n:>10.0f} "
-              f"{ledger_bytes / _size(whole_ledger):>7.3f}")
-        print(f"{'replays.jsonl':<34} {lines_bytes / n:>14.0f} {whole_line_bytes / n:>10.0f} "
-              f"{lines_bytes / whole_line_bytes:>7.3f}")
-        together, before = ledger_bytes + lines_bytes, _size(whole_ledger) + whole_line_bytes
-        print(f"{'ledger.sqlite + replays.jsonl':<34} {together / n:>14.0f} {before / n:>10.0f} "
-              f"{together / before:>7.3f}")
-        # reading back: the pairing's read of the ledger, and load_traces of the record
-        baseline_of = {j: _baseline_id(d, by_id) for j, d in rows.items()}
-        new, t_new = _timed(lambda: _read_ledger(run / "ledger.sqlite", by_id, baselines, baseline_of))
-        old, t_old = _timed(lambda: _read_ledger(whole_ledger, by_id, Baselines(), baseline_of))
-        same = [a.trace == b.trace for a, b in zip(new, old, strict=True)]
-        print(f"ledger read back into whole replays: {t_new:.1f} s as differences, {t_old:.1f} s whole; "
-              f"{sum(same)} of {len(same)} identical")
-        lines, t_lines = _timed(lambda: load_traces(run / "replays.jsonl"))
-        whole, t_whole = _timed(lambda: load_traces(whole_lines))
-        print(f"replays.jsonl read (load_traces): {t_lines:.1f} s as differences, {t_whole:.1f} s whole; "
-              f"{sum(a == b for a, b in zip(lines.traces, whole.traces, strict=True))} of {len(whole.traces)} "
-              f"identical")
-        print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            measure("README campaign (support bot)", run)
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
-
-
-def _baseline_id(data: dict[str, Any], by_id: dict[str, Any]) -> str:
-    """The baseline trace id of a whole row (the replay's id less its ``~...`` suffix)."""
-    trace_id = str(data.get("trace", {}).get("trace_id", ""))
-    base = trace_id.rsplit("~", 1)[0]
-    return base if base in by_id else ""
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ from quiver.replay import _capture as _capture  # registers the transport captur
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "._capture": ("capture_stats", "installed_hooks", "unseen_llm_calls", "unseen_llm_nodes", "unseen_llm_warning"),
     "._executors": (
-        "EndpointWatch", "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob", "executor",
-        "make_executor", "registered_executors", "worker_for",
+        "ClusterLost", "EndpointWatch", "Executor", "LocalExecutor", "RayExecutor", "ReplayContext", "ReplayJob",
+        "executor", "make_executor", "registered_executors", "worker_for",
     ),
     "._instrument": (
         "CallHandle", "NodeSpec", "Template", "ThreadPoolExecutor", "TraceBuilder", "bind", "decide", "declared_graph",
@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # what type checkers and editors see (re-exported); nothing h
         unseen_llm_warning as unseen_llm_warning,
     )
     from quiver.replay._executors import (
+        ClusterLost as ClusterLost,
         EndpointWatch as EndpointWatch,
         Executor as Executor,
         LocalExecutor as LocalExecutor,

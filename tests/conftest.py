@@ -100,6 +100,7 @@ workers through :envvar:`QUIVER_TEST_SHARED` instead: tests/experiments/conftest
 
 FIRST = (
     "tests/experiments/test_embedding_order.py",  # runs the README campaign, then ~100 s of its own
+    "tests/experiments/test_cluster.py",      # a real three-node Ray cluster, ~3 minutes
     "ray",                                    # ~25% of the suite's test time
     "resume",                                 # ~23%
     "tests/experiments/test_report_html.py",  # the README gate, and the quickstart analysis

@@ -26,8 +26,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "texts_to_compare", "numeric_distance", "jaccard_distance", "edit_distance", "footrule_distance",
     ),
     ".embed": (
-        "Embedder", "EmbeddingError", "SentenceTransformerEmbedder", "FunctionEmbedder", "EmbeddingStore",
-        "DEFAULT_MODEL", "default_cache_dir", "make_embedder",
+        "Embedder", "EmbeddingError", "SentenceTransformerEmbedder", "FunctionEmbedder", "OneTextEmbedder",
+        "EmbeddingStore", "DEFAULT_MODEL", "default_cache_dir", "make_embedder",
     ),
 }
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what type checkers see (``X as X``: re-exported); nothing h
         EmbeddingError as EmbeddingError,
         EmbeddingStore as EmbeddingStore,
         FunctionEmbedder as FunctionEmbedder,
+        OneTextEmbedder as OneTextEmbedder,
         SentenceTransformerEmbedder as SentenceTransformerEmbedder,
         default_cache_dir as default_cache_dir,
         make_embedder as make_embedder,

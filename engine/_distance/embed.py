@@ -43,6 +43,7 @@ __all__ = [
     "EmbeddingError",
     "SentenceTransformerEmbedder",
     "FunctionEmbedder",
+    "OneTextEmbedder",
     "EmbeddingStore",
     "DEFAULT_MODEL",
     "default_cache_dir",
@@ -315,6 +316,66 @@ class FunctionEmbedder:
             return vectors.reshape(0, vectors.shape[-1] if vectors.ndim == 2 else 0)
         _check_shape(vectors, len(texts), self.name)
         return _normalise_rows(vectors)
+
+
+class OneTextEmbedder:
+    """Another embedder, each text encoded alone and, for a torch model, on one thread:
+    a text's vector is then a function of the text alone, not of the texts encoded
+    beside it (a batch pads its texts to its longest one) nor of the threads the process
+    runs (the sums of a matrix product split over threads round differently). A
+    campaign's workers pair their replays with it: any worker, in any order, gives any
+    replay the same vectors (on machines of one kind: another CPU may round otherwise).
+
+    Its name is the inner embedder's with ``#1``: its vectors are cached apart from the
+    batched ones (they differ in the last bits).
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = f"{inner.name}#1"
+        self.texts_per_call = 1
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        load = getattr(self.inner, "_loaded", None)
+        if load is not None:  # torch loaded before the thread count is set
+            load()
+        with _one_thread():
+            return np.concatenate([np.asarray(self.inner.encode([t]), dtype=np.float32) for t in texts]) \
+                if texts else np.asarray(self.inner.encode([]), dtype=np.float32)
+
+    def text_length(self, text: str) -> int:
+        return int(getattr(self.inner, "text_length", len)(text))
+
+    def window_keys(self, texts: list[str]) -> list[str | None]:
+        keys = getattr(self.inner, "window_keys", None)
+        return [None if k is None else f"{k}#1" for k in keys(texts)] if keys is not None else [None] * len(texts)
+
+    @property
+    def load_seconds(self) -> float:
+        return float(getattr(self.inner, "load_seconds", 0.0))
+
+
+_ONE_THREAD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one thread for the block (then as it was), when torch is loaded."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with _ONE_THREAD:
+        before = torch.get_num_threads()
+        if before != 1:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if before != 1:
+                torch.set_num_threads(before)
 
 
 class EmbeddingStore:

@@ -71,9 +71,14 @@ class CampaignGraph:
         :func:`~quiver._interventional.pair_results` measures count: an ok replay of an
         ok baseline."""
         traces = [r.trace for r in results if r.trace.status == "ok" and r.baseline.status == "ok"]
-        new = [n for n in _ran(traces) if n not in self.graph.nodes]
+        return self.take_in_ran(_ran(traces), _recorded_edges(traces))
+
+    def take_in_ran(self, ran: Iterable[str], recorded: Iterable[tuple[str, str]]) -> PipelineGraph:
+        """:meth:`take_in` from what the replays ran (nodes in order of first call) and
+        their recorded (parent, node) edges, as :meth:`parts` gives them."""
+        new = [n for n in dict.fromkeys(ran) if n not in self.graph.nodes]
         nodes = {**self.graph.nodes, **{n: self.declared.nodes.get(n, NodeSpec()) for n in new}}
-        candidates = self.declared.edges if self.declared.edges else _recorded_edges(traces)
+        candidates = self.declared.edges if self.declared.edges else [tuple(e) for e in recorded]
         edges = list(self.graph.edges)
         for a, b in candidates:
             if a in nodes and b in nodes and (a, b) not in edges and not {a, b} <= self.baseline_nodes:
@@ -86,6 +91,12 @@ class CampaignGraph:
         order = [*self._order, *(n for n in nodes if n not in self.baseline_nodes)]
         self.graph = PipelineGraph(nodes={n: nodes[n] for n in order}, edges=edges, loop=self._loop(nodes))
         return self.graph
+
+    @staticmethod
+    def parts(results: Iterable[Replayed]) -> tuple[list[str], list[tuple[str, str]]]:
+        """What :meth:`take_in` reads of ``results``: the nodes they ran and their recorded edges."""
+        traces = [r.trace for r in results if r.trace.status == "ok" and r.baseline.status == "ok"]
+        return _ran(traces), _recorded_edges(traces)
 
     def _loop(self, nodes: Iterable[str]) -> LoopSpec | None:
         """The loop, its body grown by the declared body nodes now in the graph."""

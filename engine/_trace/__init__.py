@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, pack_delta, trace_delta
+from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, expand_line, pack_delta, trace_delta
 from .diff import (
     PERTURBED_TAG,
     Divergence,
@@ -72,6 +72,7 @@ from .redact_output import (
 __all__ = [
     "DELTA_KEY",
     "apply_delta",
+    "expand_line",
     "baseline_digest",
     "baseline_text",
     "pack_delta",

@@ -6,37 +6,44 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from quiver._errors import QuiverError
-from quiver._trace import Redactor
+from quiver.replay import ReplayJob
 
-from .ledger import Ledger
+from .finish import Finisher, is_package
+from .journal import JOURNAL, Journals
+from .ledger import Ledger, LedgerRow
 
 __all__ = ["LedgerCommitter"]
 
 
 class LedgerCommitter(threading.Thread):
-    """Commits finished replays to the ledger in batches, off the executor's loop.
+    """Commits finished replays in batches, off the executor's loop.
 
     The executor hands a finished replay to :meth:`put` and goes straight back to
-    submitting work; this thread redacts whatever has arrived, turns each replay into
-    the row stored (``pack``: its trace as a difference from its baseline,
-    :mod:`.stored`), writes them in one transaction and then reports each replay, whole,
-    to ``on_committed``. An error here stops the campaign (``failed``) and is raised
-    again by :meth:`close`.
+    submitting work. What arrives is, from the campaign's own workers, a replay finished
+    where it ran (:mod:`.finish`: redacted, stored as a difference, compressed, paired);
+    this thread only checks it (its row's CRC) and commits it: its line and pair row
+    appended to the journals and synced, then its row written to the ledger in one
+    transaction (:mod:`.journal`), and reports each to ``on_committed`` with what the
+    campaign counts of it. A raw replay result (from an executor that does not finish
+    its replays) is finished here first, by the same ``finish``. An error here stops
+    the campaign (``failed``) and is raised again by :meth:`close`.
     """
 
-    def __init__(self, ledger: Ledger, redactor: Redactor, seq: dict[str, int],
+    def __init__(self, ledger: Ledger, journals: Journals, jobs: Mapping[str, ReplayJob], finish: Finisher,
                  on_committed: Callable[[str, dict[str, Any]], None], max_batch: int = 512,
-                 gather_s: float = 0.05,
-                 pack: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None) -> None:
+                 gather_s: float = 0.05) -> None:
         super().__init__(name="quiver-ledger", daemon=True)
-        self.ledger, self.redactor, self.seq, self.pack = ledger, redactor, seq, pack
+        self.ledger, self.journals, self.jobs, self.finish = ledger, journals, jobs, finish
         self.on_committed, self.max_batch, self.gather_s = on_committed, max_batch, gather_s
         self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self.error: BaseException | None = None
+        self.seconds = 0.0
+        """Time spent committing (checks, files, ledger), for the benchmarks."""
 
     def put(self, job_id: str, data: dict[str, Any]) -> None:
         self.queue.put((job_id, data))
@@ -62,20 +69,28 @@ class LedgerCommitter(threading.Thread):
             if self.error is not None:
                 continue  # drain until the end; close() reports the error
             try:
-                items = [(job_id, *self.redactor.encode(data)) for job_id, data in (b for b in batch if b is not None)]
-                self.ledger.commit([(job_id, self.seq[job_id], data, self._stored(job_id, data, text))
-                                    for job_id, data, text in items])
-                for job_id, data, _ in items:
-                    self.on_committed(job_id, data)
+                self._commit([b for b in batch if b is not None])
             except BaseException as exc:  # reported by close()
                 self.error = exc
 
-    def _stored(self, job_id: str, data: dict[str, Any], text: str) -> str:
-        """The text of the row stored for ``job_id`` (``data``, redacted, is its replay)."""
-        if self.pack is None:
-            return text
-        row = self.pack(job_id, data)
-        return text if row is data else json.dumps(row, sort_keys=True)
+    def _commit(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
+        start = time.perf_counter()
+        packages = [(job_id, data if is_package(data) else self.finish(self.jobs[job_id], data))
+                    for job_id, data in batch]
+        for job_id, p in packages:
+            raw = p["row"] if isinstance(p["row"], bytes) else p["row"].encode("utf-8")
+            if zlib.crc32(raw) != p["crc"]:
+                raise QuiverError(f"the replay of job {job_id!r} came back from its worker damaged (its row does not "
+                                  "match its checksum); resume the campaign to run it again")
+        written = self.journals.append([(p["line"], p["pair"]) for _, p in packages])
+        self.ledger.commit([
+            LedgerRow(job_id, self.jobs[job_id].seq, p["row"], bool(p["failed"]), int(p["crc"]),
+                      json.dumps(p["facts"], sort_keys=True, separators=(",", ":")), JOURNAL, *where)
+            for (job_id, p), where in zip(packages, written, strict=True)
+        ])
+        self.seconds += time.perf_counter() - start
+        for job_id, p in packages:
+            self.on_committed(job_id, p["facts"])
 
     def close(self) -> None:
         self.queue.put(None)

@@ -43,14 +43,14 @@ import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from quiver._errors import OutputError, QuiverError
 from quiver._outdir import WRITE_ERRNOS, check_database, make_folder, write_error
 
-from .stored import pack_text, unpack_text
+from .stored import unpack_text
 
-__all__ = ["Ledger", "LedgerError", "REPLAY_KEYS", "replay_failed"]
+__all__ = ["Ledger", "LedgerError", "LedgerRow", "Ref", "REPLAY_KEYS", "replay_failed"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS replays (
@@ -71,13 +71,57 @@ CREATE TABLE IF NOT EXISTS rounds (
 );
 """
 
-_ADDED_COLUMNS = (("failed", "INTEGER"), ("crc", "INTEGER"))
+_ADDED_COLUMNS = (("failed", "INTEGER"), ("crc", "INTEGER"), ("facts", "TEXT"), ("place", "INTEGER"),
+                  ("line_at", "INTEGER"), ("line_len", "INTEGER"), ("line_crc", "INTEGER"),
+                  ("pair_at", "INTEGER"), ("pair_len", "INTEGER"), ("pair_crc", "INTEGER"))
 """Columns a ledger written before they existed gets on opening (NULL in its old rows:
-those rows are read without a CRC check, and parsed to tell whether they failed)."""
+those rows are read without a CRC check, and parsed to tell whether they failed; a row
+without ``place`` holds its replay whole, or as its difference from its baseline)."""
 
 REPLAY_KEYS = ("trace", "perturbation_id", "repeat", "divergences", "llm_calls", "served_calls", "seconds")
 """What a ledger row of a replay that ran holds (a failed one holds ``error``); a row
-stored as a difference from its baseline holds ``trace_delta`` in place of ``trace``."""
+stored as a difference from its baseline holds ``trace_delta`` in place of ``trace``; a
+row whose replay is a line of ``replays.jsonl`` (see :class:`LedgerRow`) holds
+``trace_status`` in its place."""
+
+
+class LedgerRow(NamedTuple):
+    """One replay as the ledger keeps it: the row (the replay's result without its
+    trace, JSON text compressed where that pays, and its CRC-32), what the campaign
+    counts of it (``facts``, JSON), and where its line of ``replays.jsonl`` and its row
+    of ``pairs.jsonl`` are: in which of the files (``place``:
+    :mod:`~quiver.experiments._campaign.journal`), at which byte, how long, their CRC-32
+    (no line for a failed replay)."""
+
+    job_id: str
+    seq: int
+    data: str | bytes
+    failed: bool
+    crc: int
+    facts: str | None
+    place: int
+    line_at: int | None
+    line_len: int | None
+    line_crc: int | None
+    pair_at: int
+    pair_len: int
+    pair_crc: int
+
+
+class Ref(NamedTuple):
+    """Where a committed replay's line and pair row are (see :class:`LedgerRow`)."""
+
+    job_id: str
+    seq: int
+    failed: bool
+    facts: str | None
+    place: int
+    line_at: int | None
+    line_len: int | None
+    line_crc: int | None
+    pair_at: int
+    pair_len: int
+    pair_crc: int
 
 _MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -244,11 +288,11 @@ class Ledger:
                 if not isinstance(data["error"], str):
                     raise ValueError("its 'error' is not a string")
                 return data
-            trace = "trace_delta" if "trace_delta" in data else "trace"
+            trace = "trace_delta" if "trace_delta" in data else "trace" if "trace" in data else "trace_status"
             missing = [k for k in REPLAY_KEYS if k not in data and not (k == "trace" and trace != k)]
             if missing:
                 raise ValueError(f"no {', '.join(map(repr, missing))} key")
-            if not isinstance(data[trace], dict):
+            if trace != "trace_status" and not isinstance(data[trace], dict):
                 raise ValueError(f"its {trace!r} is not an object")
             return data
 
@@ -301,6 +345,24 @@ class Ledger:
         )
         return [(job_id, self._decode(job_id, raw)) for job_id, raw in found]
 
+    def refs(self, place: int | None = None) -> list[Ref]:
+        """Where every committed replay's line and pair row are (those in ``place``
+        only, when given), in job order; rows without (an older layout) are left out."""
+        where = "place IS NOT NULL" if place is None else "place = ?"
+        found = self._query("SELECT job_id, seq, failed, facts, place, line_at, line_len, line_crc, pair_at, pair_len, "
+                            f"pair_crc FROM replays WHERE {where} ORDER BY seq", () if place is None else (place,))
+        return [Ref(str(r[0]), int(r[1]), bool(r[2]), r[3], *r[4:]) for r in found]
+
+    def unplaced(self) -> list[str]:
+        """The job ids of rows of an older layout (no line nor pair row in files)."""
+        return [r[0] for r in self._query("SELECT job_id FROM replays WHERE place IS NULL ORDER BY seq")]
+
+    def check_rows(self) -> None:
+        """Read every row (each must be a replay's, see :meth:`_decode`), in one pass: a
+        damaged one is found now, not when the results are written."""
+        for job_id, raw in self._query("SELECT job_id, CAST(data AS BLOB) FROM replays"):
+            self._decode(job_id, raw)
+
     def get_meta(self, key: str) -> str | None:
         found = self._query("SELECT value FROM meta WHERE key = ?", (key,))
         return str(found[0][0]) if found else None
@@ -346,33 +408,31 @@ class Ledger:
             rows.append((perturbation, int(plan["round"]), raw.decode("utf-8"), zlib.crc32(raw)))
         self._changes("INSERT INTO rounds (perturbation, round, plan, crc) VALUES (?, ?, ?, ?)", rows)
 
-    def commit(self, items: Sequence[tuple[str, int, dict[str, Any] | str] | tuple[str, int, dict[str, Any], str]]
-               ) -> int:
-        """Write finished replays in one transaction: ``(job_id, seq, data)``, ``data`` a
-        replay's JSON object or its JSON text (keys sorted), or ``(job_id, seq, data,
-        text)`` with both (``text`` is what is stored: it may be the row of
-        :func:`.stored.packed`, ``data`` the whole replay); the text is compressed where
-        that pays.
+    def commit(self, rows: Sequence[LedgerRow]) -> int:
+        """Write finished replays in one transaction (their lines and pair rows are in
+        their files already).
 
         Returns:
             How many were new (a job already in the ledger is left as it is).
         """
-        if not items:
+        if not rows:
             return 0
-        rows = []
-        for item in items:
-            job_id, seq, data = item[0], item[1], item[2]
-            text: str | None = item[3] if len(item) == 4 else None
-            if isinstance(data, str):
-                data, text = json.loads(data), data
-            if text is None:
-                text = json.dumps(data, sort_keys=True)
-            stored = pack_text(text)
-            raw = stored if isinstance(stored, bytes) else stored.encode("utf-8")
-            rows.append((job_id, seq, stored, int(replay_failed(data)), zlib.crc32(raw)))
         return self._changes(
-            "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc) VALUES (?, ?, ?, ?, ?)", rows
+            "INSERT OR IGNORE INTO replays (job_id, seq, data, failed, crc, facts, place, line_at, line_len, line_crc, "
+            "pair_at, pair_len, pair_crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*row[:3], int(row.failed), *row[4:]) for row in rows],
         )
+
+    def move(self, places: Sequence[tuple[int, int | None, int | None, int, int, str]]) -> int:
+        """Say in one transaction that rows' lines and pair rows are elsewhere now:
+        ``(place, line_at, line_len, pair_at, pair_len, job_id)`` each (their CRCs
+        stay: the bytes are the same)."""
+        return self._changes("UPDATE replays SET place = ?, line_at = ?, line_len = ?, pair_at = ?, pair_len = ? "
+                             "WHERE job_id = ?", places)
+
+    def move_all(self, source: int, target: int) -> int:
+        """Every row in place ``source`` is in place ``target`` now (the same bytes)."""
+        return self._changes("UPDATE replays SET place = ? WHERE place = ?", [(target, source)])
 
     def forget(self, job_ids: Iterable[str]) -> int:
         """Remove the rows of ``job_ids`` in one transaction (``--retry-failed``: their
@@ -409,6 +469,8 @@ class Ledger:
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):  # the write-ahead log folded in and emptied: its
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # pages would take the ledger's size again
                 with contextlib.suppress(sqlite3.Error):
                     self._db.close()
                 self._db = None

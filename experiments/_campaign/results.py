@@ -1,14 +1,11 @@
-"""A campaign's results: pair rows formed while the replays run, then ``pairs.jsonl``,
-``replays.jsonl``, ``campaign.json``, ``report.md``, ``report.html`` and ``summary.json``.
+"""A campaign's results: its pair rows read back (:func:`collect_rows`), then
+``campaign.json``, ``report.md``, ``report.html`` and ``summary.json``.
 
-Jobs are cut, in job order, into blocks of ``PAIR_CHUNK``. A :class:`Pairer` thread
-turns each block into pair rows as soon as its last replay is in the ledger (one
-embedding pass over the block's new texts), block after block, while the executor goes
-on with later jobs; when the last replay is committed only the blocks still open are
-left to pair. The blocks, their order and each block's embedding pass are the same on
-every executor, in any order of completion and after a resume, so the numbers are too.
-``replays.jsonl`` gets each replay as its difference from its baseline trace
-(:func:`.stored.delta_line`), which the engine's trace readers read whole.
+Each replay is paired where it ran (:mod:`.finish`); its pair row and its line of
+``replays.jsonl`` are kept once, in the files the ledger points into (:mod:`.journal`),
+which become ``pairs.jsonl`` and ``replays.jsonl`` in job order when the campaign
+finishes. A pair row is a function of its replay alone, so the numbers are the same on
+every executor, in any order of completion and after a resume.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ import dataclasses
 import json
 import logging
 import re
-import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,197 +22,58 @@ from typing import TYPE_CHECKING, Any
 
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
-from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_estimates, pair_results
+from quiver._interventional import CampaignGraph, PairRow, RoundPlan, campaign_estimates
 from quiver._observational import Profile
-from quiver._outdir import LogFile, OutputFile, open_output, replace, write_text
-from quiver._progress import Progress
+from quiver._outdir import LogFile, write_text
 from quiver._report import HTML_FILE, campaign_markdown, folder_files, md_text, write_examples, write_html
 from quiver._trace import Redactor, Trace, output_redactor, redacted_logs
-from quiver.replay import ReplayJob, ReplayResult, Target, unseen_llm_nodes, unseen_llm_warning
-from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
+from quiver.replay import Target, unseen_llm_nodes, unseen_llm_warning
+from quiver.replay._capture import unaccounted_json, unaccounted_lines
 
 from .jobs import AdaptiveLayout, controls, distinct
+from .journal import Journals
 from .ledger import Ledger
-from .stored import Baselines, delta_line, packed, unpacked
 
 if TYPE_CHECKING:
     from .run import CampaignResult, CampaignRun
 
-__all__ = ["PAIR_CHUNK", "Pairer", "write_results", "finished_rounds", "write_summary", "failure_reason",
+__all__ = ["Collected", "collect_rows", "write_results", "finished_rounds", "write_summary", "failure_reason",
            "failures_json", "failure_lines", "not_applied_lines", "replay_failure", "replay_failures_logged"]
 
-PAIR_CHUNK = 256
-"""Replays turned into pair rows per ``pair_results`` call (one embedding pass over
-their new texts), in job order: the same blocks on every executor and after a resume."""
+@dataclasses.dataclass
+class Collected:
+    """A campaign's pair rows in job order, read back from where its replays are kept,
+    with what its replays' facts add up to."""
+
+    rows: list[PairRow]
+    not_landed: dict[str, Counter[str]]
+    """Perturbation id -> why its replays did not land, by reason (those that did not)."""
+    unaccounted: Counter[tuple[str, str]]
+    """Requests of the replays the replay contract did not account for, by (node, endpoint)."""
 
 
-class Pairer(threading.Thread):
-    """Pair rows of a campaign's jobs, formed block by block as the ledger fills.
+def collect_rows(ledger: Ledger, journals: Journals, graph: CampaignGraph) -> Collected:
+    """Every committed replay's pair row, in job order; the campaign's graph takes in,
+    in job order, the nodes replays ran that it lacks (from the replays' facts).
 
-    :meth:`committed` tells it which jobs are in the ledger (the jobs a resumed run
-    found there count from the start); the thread pairs block ``k`` once every job of
-    blocks ``0..k`` is committed, reading the block back from the ledger, and appends
-    the block's replays to ``replays.jsonl.tmp``. :meth:`finish` waits for the last
-    block and returns every row in job order; :meth:`abandon` stops it (a campaign that
-    did not finish: a resume pairs again from the ledger). An error here (an embedding
-    model that fails, a ledger row of another spec) stops the campaign: :attr:`failed`,
-    raised again by :meth:`finish`.
-
-    Args:
-        run: The campaign (its spec, output folder, embedding store and stream).
-        ledger: The campaign's ledger.
-        traces: The baseline traces.
-        graph: The campaign's graph: a block's replays add to it the nodes no baseline
-            trace ran before the block is paired; the estimates read it at the end.
-        jobs: Every job, in job order.
-        steps: Job id -> ladder step.
-        done: Job ids already in the ledger (all of them jobs of ``jobs``).
-        on_paired: Called with the number of replays of each block paired while the
-            executor runs (for the progress line).
+    Raises:
+        LedgerError: A row's facts or pair row that does not read.
     """
-
-    def __init__(self, run: CampaignRun, ledger: Ledger, traces: list[Trace], graph: CampaignGraph,
-                 jobs: list[ReplayJob], steps: dict[str, int], done: set[str],
-                 on_paired: Any = None) -> None:
-        super().__init__(name="quiver-pairs", daemon=True)
-        self.run_, self.ledger, self.graph, self.steps = run, ledger, graph, steps
-        self.jobs_by_id = {j.job_id: j for j in jobs}
-        self.by_id = {t.trace_id: t for t in traces}
-        ordered = sorted(jobs, key=lambda j: j.seq)
-        self.blocks = [ordered[i:i + PAIR_CHUNK] for i in range(0, len(ordered), PAIR_CHUNK)]
-        self._block_of = {j.job_id: k for k, block in enumerate(self.blocks) for j in block}
-        self._open = [len(block) for block in self.blocks]
-        for job_id in done:  # a subset of the jobs: the campaign refuses a ledger of another spec first
-            self._open[self._block_of[job_id]] -= 1
-        self.rows: list[PairRow] = []
-        self.baselines = Baselines()
-        """The baseline traces' JSON and digests, for the rows stored as differences from them."""
-        for job in jobs:
-            self.baselines.add(job.trace["trace_id"], job.trace)
-        self.not_landed: dict[str, Counter[str]] = {}
-        """Perturbation id -> why its replays did not land, by reason (those that did not)."""
-        self.unaccounted: Counter[tuple[str, str]] = Counter()
-        """Requests of the replays the replay contract did not account for, by (node, endpoint)."""
-        self.paired_blocks = 0
-        self.error: BaseException | None = None
-        self.on_paired = on_paired
-        self._cond = threading.Condition()
-        self._abandoned = False
-        self._progress: Progress | None = None
-
-    # -- what the campaign calls -----------------------------------------------------
-    def committed(self, job_id: str) -> None:
-        """``job_id`` is in the ledger."""
-        with self._cond:
-            k = self._block_of[job_id]
-            self._open[k] -= 1
-            if self._open[k] == 0:
-                self._cond.notify_all()
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-    def finish(self) -> list[PairRow]:
-        """Every job's pair row, in job order, once the last block is paired (with a
-        progress line for the blocks left after the replays); ``replays.jsonl`` in place."""
-        left = sum(len(b) for b in self.blocks[self.paired_blocks:])
-        total = sum(len(b) for b in self.blocks)
-        self._progress = Progress("pairs", total, stream=self.run_.stream, resumed=total - left,
-                                  before="paired while replaying") if left else None
-        try:
-            self.join()
-        finally:
-            if self._progress is not None:
-                self._progress.close()
-        if self.error is not None:
-            raise self.error
-        out = self.run_.out
-        replace(out / "replays.jsonl.tmp", out / "replays.jsonl")
-        return self.rows
-
-    def abandon(self) -> None:
-        """Stop pairing (the campaign did not finish) and wait for the thread."""
-        with self._cond:
-            self._abandoned = True
-            self._cond.notify_all()
-        if self.is_alive():
-            self.join()
-
-    # -- the thread ------------------------------------------------------------------
-    def run(self) -> None:
-        store = self.run_.embedding_store()
-        try:
-            with open_output(self.run_.out / "replays.jsonl.tmp") as writer:
-                for k, block in enumerate(self.blocks):
-                    with self._cond:
-                        while self._open[k] > 0 and not self._abandoned:
-                            self._cond.wait()
-                        if self._abandoned:
-                            return
-                    found = self.ledger.replays_between(block[0].seq, block[-1].seq)
-                    self._pair_block(block, found, store, writer)
-                    self.paired_blocks = k + 1
-                    failed = sum("error" in d for _, d in found)
-                    if self._progress is not None:
-                        self._progress.advance(len(block), failed=failed)
-                    elif self.on_paired is not None:
-                        self.on_paired(len(block))
-        except BaseException as exc:  # raised again by finish()
-            self.error = exc
-        finally:
-            store.close()
-
-    def _pair_block(self, block: list[ReplayJob], found: list[tuple[str, dict[str, Any]]], store: Any,
-                    writer: OutputFile) -> None:
-        spec = self.run_.spec
-        if [job_id for job_id, _ in found] != [j.job_id for j in block]:  # jobs of another spec are refused earlier
-            raise QuiverError(
-                f"{self.ledger.path} does not hold the replays of jobs {block[0].seq}-{block[-1].seq} that it "
-                "reported done; run the campaign into a new output folder"
-            )
-        jobs_by_id, by_id = self.jobs_by_id, self.by_id
-        replays = [(job_id, self._replay(job_id, data, by_id[jobs_by_id[job_id].trace["trace_id"]]))
-                   for job_id, data in found if "error" not in data]
-        self._note_wire_and_landing(replays)
-        graph = self.graph.take_in(r for _, r in replays)
-        pairs = iter(pair_results([r for _, r in replays], graph, epsilon=spec.analysis.epsilon, store=store))
-        replayed = dict(replays)
-        for job_id, data in found:
-            job = jobs_by_id[job_id]
-            common = {"job_id": job_id, "perturbation_id": job_id.split("/")[0], "replay_id": job.perturbation_id,
-                      "step": self.steps[job_id]}
-            if "error" in data:
-                baseline = by_id[job.trace["trace_id"]]
-                self.rows.append(PairRow.from_json({
-                    **common, "trace_id": baseline.trace_id, "input_id": baseline.input_id, "repeat": job.repeat,
-                    "status": "failed", "node": job.node, "op": job.op, "params": job.params, "error": data["error"],
-                }))
-                continue
-            pair = next(pairs)
-            self.rows.append(PairRow.from_json({**pair.to_json(traces=False), **common,
-                                                "retries": replayed[job_id].retries}))
-            writer.write(self._delta_line(replayed[job_id], data))
-        writer.flush()
-
-    def _delta_line(self, replay: ReplayResult, data: dict[str, Any]) -> str:
-        """The line of ``replays.jsonl`` of a replay (``data``: its ledger row)."""
-        stored = packed(data, replay.baseline, self.baselines)
-        return delta_line(replay.trace.trace_id, stored["trace_delta"], replay.baseline, self.baselines,
-                          _baseline_path(self.run_), self.run_.out)
-
-    def _note_wire_and_landing(self, replays: list[tuple[str, ReplayResult]]) -> None:
-        """What the replays sent that the contract did not account for, and why those
-        whose perturbation did not land did not."""
-        self.unaccounted.update(merge_unaccounted(r.wire for _, r in replays))
-        for job_id, r in replays:
-            if r.target is not None and r.target.landed is False:
-                why = r.target.not_landed or "no reason recorded"
-                self.not_landed.setdefault(job_id.split("/")[0], Counter())[why] += 1
-
-    def _replay(self, job_id: str, data: dict[str, Any], baseline: Trace) -> ReplayResult:
-        with self.ledger.reading(job_id):  # a row that is not a replay is the ledger's one error
-            return ReplayResult.from_json(unpacked(data, baseline, self.baselines), baseline)
+    refs = ledger.refs()
+    rows: list[PairRow] = []
+    not_landed: dict[str, Counter[str]] = {}
+    unaccounted: Counter[tuple[str, str]] = Counter()
+    for ref, text in zip(refs, journals.pair_rows(refs), strict=True):
+        with ledger.reading(ref.job_id):
+            rows.append(PairRow.from_json(json.loads(text), where=f"the pair row of job {ref.job_id!r}"))
+            facts = json.loads(ref.facts) if ref.facts else {}
+            if facts.get("ran"):
+                graph.take_in_ran(facts["ran"], [tuple(e) for e in facts.get("edges") or []])
+            if facts.get("not_landed"):
+                not_landed.setdefault(ref.job_id.split("/")[0], Counter())[str(facts["not_landed"])] += 1
+            for node, endpoint, n in facts.get("unaccounted") or []:
+                unaccounted[(str(node), str(endpoint))] += int(n)
+    return Collected(rows, not_landed, unaccounted)
 
 
 def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, result: CampaignResult,
@@ -226,7 +83,6 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     pair rows (in job order) and the graph they were paired with (``layouts``: the rounds
     of its adaptive ladders); the result's counts from the rows."""
     spec, out = run.spec, run.out
-    _write_jsonl(out / "pairs.jsonl", rows)
     of = controls(spec, traces)
     perturbations = run.redactor.data([{**p.model_dump(mode="json"), "control": of[p.id].id if p.id in of else None,
                                         **_adaptive_entry(p.id, layouts)}
@@ -262,7 +118,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
         report += "\n## Perturbations not applied\n\n" + "".join(f"* {md_text(line.strip())}\n"
                                                                for line in not_applied_lines(result))
     write_text(out / "report.md", report)
-    write_examples(out, rows, traces, data, _baseline_path(run),
+    write_examples(out, rows, traces, data, baseline_path(run),
                    {pid: _commonest_first(c)[0][0] for pid, c in result.not_landed.items() if c})
     write_html(out, "campaign", files=_files_written(out))
     result.negative_control_failed = [p.id for p in estimates.perturbations if p.negative_control.passed is False]
@@ -273,7 +129,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     result.llm_calls = data["llm_calls"]
 
 
-def _baseline_path(run: CampaignRun) -> Path:
+def baseline_path(run: CampaignRun) -> Path:
     """Where the campaign's baseline traces are (``quiver show`` reads them)."""
     spec = run.spec
     return run.base_dir / spec.baseline if spec.baseline is not None else run.out / "baseline" / "traces.jsonl"

@@ -37,9 +37,11 @@ the budget; 2 could not run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -63,7 +65,7 @@ from quiver._outdir import (
     output_errors,
     write_text,
 )
-from quiver._progress import Progress, StageProgress
+from quiver._progress import StageProgress
 from quiver._report import write_profile
 from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
@@ -77,8 +79,8 @@ from quiver.experiments._config import (
     spec_redactor,
 )
 from quiver.replay import (
+    ClusterLost,
     EndpointDown,
-    EndpointWatch,
     Executor,
     LLMClient,
     ReplayContext,
@@ -93,11 +95,12 @@ from quiver.replay import (
 from quiver.replay._capture import http_tools
 
 from .checks import check_baseline, check_spec
-from .committer import LedgerCommitter
 from .fidelity import check_fidelity
 from .identity import campaign_identities, stored_identity
 from .jobs import AdaptiveLayout, adaptive_layouts, controls, expand_jobs
+from .journal import FILES, JOURNAL, Journals
 from .ledger import Ledger
+from .replays import replay_jobs
 from .resume import FINISHED, check_baseline_identity, finished, mark_finished, resume_state, unmark_finished
 
 __all__ = ["CampaignResult", "CampaignRun", "run_campaign"]
@@ -175,7 +178,7 @@ class CampaignRun:
                  warn: Callable[[str], None] | None = None) -> None:
         self.spec = spec
         self.path = path
-        self.base_dir = path.parent
+        self.base_dir = path.parent.resolve()  # not the current folder: a Ray job's may be unpacked again meanwhile
         self.out = Path(spec.output)
         self.stream = stream
         self.warn: Callable[[str], None] = warn if warn is not None else log.warning
@@ -312,7 +315,28 @@ class CampaignRun:
         settings = self.spec.executor.model_dump()
         if address is not None:
             settings["address"] = address
+        if settings.get("address") and settings.get("runtime_env") is None:
+            settings["runtime_env"] = self.shipped()
         return make_executor(kind or self.spec.executor.kind, settings)
+
+    def shipped(self) -> dict[str, Any]:
+        """The runtime environment that brings the pipeline to a cluster's workers: the
+        folder holding the spec and the pipeline as ``working_dir``, without the output
+        folder, the response and embedding caches and version-control folders."""
+        path = self.spec.pipeline.rpartition(":")[0] or self.spec.pipeline
+        pipeline = (self.base_dir / path).resolve()
+        folder = Path(os.path.commonpath([self.base_dir.resolve(), pipeline.parent]))
+        if len(folder.parts) < 3 or folder == Path.home():  # "/", "/tmp", the home folder: not one project's
+            raise QuiverError(
+                f"{self.path}: the spec's folder and the pipeline {pipeline} share no folder but {folder}, too wide "
+                "to ship to the Ray cluster's workers: put the pipeline beside the spec, or give "
+                "executor.runtime_env (its working_dir is shipped; {} ships nothing, for nodes that share this disk)")
+        excludes = [".git", "__pycache__", ".quiver"]
+        for inside in (self.out.resolve(), *([Path(self.spec.analysis.cache_dir).resolve()]
+                                             if self.spec.analysis.cache_dir else [])):
+            if inside.is_relative_to(folder):
+                excludes.append("/" + inside.relative_to(folder).as_posix())
+        return {"working_dir": str(folder), "excludes": excludes}
 
     def replay_mode(self) -> ReplayMode:
         """What the spec's replays hold frozen (its ``replay:`` block)."""
@@ -389,6 +413,7 @@ class CampaignRun:
         # nothing is written to the output folder before the baseline is loaded and checked
         traces = self.checked_baseline() if self.spec.baseline is not None else None
         ledger: Ledger | None = None
+        journals: Journals | None = None
         runner = self.executor(executor, address)
         jobs: list[ReplayJob] = []
         identities: dict[str, dict[str, Any]] = {}
@@ -398,15 +423,16 @@ class CampaignRun:
                     traces = self.checked_baseline(resume=resume)
                 self.check_fidelity(traces)  # nothing is spent on a baseline that does not replay
                 ledger, run_id = self._open_ledger(ledger_path)
+                journals = self._open_journals(ledger)
                 if self.spec.replay.downstream == "cached":  # a cache file that cannot be used: said before any work
                     make_folder(out / "cache")
                     check_database(out / "cache" / "cache.db")  # no link out of the output folder
                     ResponseCache(out / "cache").close()
                 source = str(self.base_dir / self.spec.baseline) if self.spec.baseline else str(out / "baseline")
                 check_baseline_identity(ledger, traces, self.skipped, source)
-                runner.start()  # its workers start up while the baseline is analysed
                 rounds = self._recorded_rounds(ledger)
                 jobs, steps, left_out = expand_jobs(self.spec, traces, rounds)
+                self._start(runner, len(jobs))  # its workers start up while the baseline is analysed
                 identities = self._identities(traces)
                 resumed = resume_state(ledger, jobs, traces, identities, self.path, source, retry_failed=retry_failed)
                 unmark_finished(out)  # the results may be written again from here on
@@ -415,8 +441,8 @@ class CampaignRun:
                 done, spent = resumed.done, [0, 0]
                 with replay_failures_logged(out / "campaign.log", self.redactor):  # counted by reason, not one each
                     while True:  # once, or once per round of the adaptive ladders
-                        rows = self._replay_jobs(jobs, steps, left_out, traces, graph, ledger, run_id, runner,
-                                                 done=done, spent=spent, first=done is resumed.done)
+                        rows = replay_jobs(self, jobs, left_out, graph, ledger, journals, run_id, runner,
+                                           done=done, spent=spent, first=done is resumed.done)
                         if not rows.result.complete:
                             break
                         layouts = self._next_rounds(ledger, traces, rounds, rows.rows, profile, graph.graph)
@@ -428,15 +454,23 @@ class CampaignRun:
                 result.resumed = len(resumed.done)
                 result.failed_kept, result.retried = resumed.failed_kept, resumed.retried
                 if result.complete:
+                    journals.finish()  # replays.jsonl and pairs.jsonl, in job order
                     write_results(self, rows.rows, profile, result, traces, graph.graph,
                                   adaptive_layouts(self.spec, traces, rounds))
                     campaign_attribution(self.spec, self.fn, self._client(), traces, out,  # its attribution: block
                                          self.stream)
         except Exception as exc:
             if ledger is not None and not resume and len(ledger) == 0:
+                if journals is not None:
+                    journals.close()
                 ledger.close()  # failed before its first replay: the corrected run starts afresh
                 ledger = None
                 _discard_empty_run(out)
+            if isinstance(exc, ClusterLost):  # nothing failed because of it: the run goes on on a cluster
+                where = " --address ADDRESS" if runner.name == "ray" else ""
+                raise exc.with_note(f"{len(ledger) if ledger is not None else 0:,} of {len(jobs):,} replays committed "
+                                    f"to {ledger_path}, none counted as failed because of it; continue on a running "
+                                    f"cluster with: quiver run {self.path} --output {out} --resume{where}") from None
             if isinstance(exc, EndpointDown):  # nothing failed because of it: the run goes on once it answers
                 raise exc.with_note(f"when it answers again, continue with: quiver run {self.path} --output {out} "
                                     "--resume") from None
@@ -448,6 +482,8 @@ class CampaignRun:
             try:
                 runner.close()
             finally:
+                if journals is not None:
+                    journals.close()
                 if ledger is not None:
                     ledger.close()
         result.seconds = round(time.perf_counter() - t0, 3)
@@ -570,6 +606,32 @@ class CampaignRun:
         check_baseline(self.spec, self.path, traces, lambda: self.graph(traces))
         return traces
 
+    def _start(self, runner: Executor, jobs: int) -> None:
+        """Start the executor's workers, told how many jobs to expect and to load the text
+        embedding model meanwhile (executors that take either: ``expected_jobs``, ``warm``)."""
+        from .finish import warm_embedder
+
+        if hasattr(runner, "expected_jobs"):
+            runner.expected_jobs = jobs
+        if hasattr(runner, "warm"):
+            embedder = self.spec.analysis.embedder
+            runner.warm = functools.partial(warm_embedder, embedder if isinstance(embedder, str) else None)
+        runner.start()
+
+    def _open_journals(self, ledger: Ledger) -> Journals:
+        """The files the ledger points into, made to agree with it (:mod:`.journal`);
+        rows of an older layout, and damaged rows, are found now (their replays run again,
+        or the ledger is refused)."""
+        if len(ledger):
+            ledger.check_rows()
+            older = ledger.unplaced()
+            if older:
+                log.info("%s: %d replay(s) stored by an earlier version are run again", ledger.path, len(older))
+                ledger.forget(older)
+        journals = Journals(self.out, ledger)
+        journals.open()
+        return journals
+
     def _open_ledger(self, ledger_path: Path) -> tuple[Ledger, str]:
         """The run folder's ``spec.resolved.json`` and ledger (with the run's id)."""
         make_folder(self.out)
@@ -580,100 +642,6 @@ class CampaignRun:
         run_id = ledger.get_meta("run_id") or new_run_id()
         ledger.set_meta([("run_id", run_id), ("spec", str(self.path.resolve()))])
         return ledger, run_id
-
-    def _replay_jobs(self, jobs: list[ReplayJob], steps: dict[str, int], left_out: dict[str, int],
-                     traces: list[Trace], graph: CampaignGraph, ledger: Ledger, run_id: str,
-                     executor: Executor, *, done: set[str], spent: list[int], first: bool = True) -> _Replayed:
-        from .results import Pairer, replay_failure
-        from .stored import packed
-
-        spec, out = self.spec, self.out
-        todo = [j for j in jobs if j.job_id not in done]
-        cached = spec.replay.downstream == "cached"
-        context = self.replay_context(graph.graph, self.replay_mode(), seed=spec.seed, run_id=run_id,
-                                      cache_dir=out / "cache" if cached else None)
-        result = CampaignResult(output=out, jobs=len(jobs), done=len(jobs) - len(todo), resumed=len(jobs) - len(todo),
-                                executor=executor.name)
-        tokens = [0]
-        progress = Progress("replays", len(jobs), stream=self.stream, resumed=result.resumed,
-                            before="resumed" if first else "done before this round")
-        pairer = Pairer(self, ledger, traces, graph, jobs, steps, done,
-                        on_paired=lambda n: progress.advance(0, paired=n))
-
-        def over_budget() -> bool:
-            budget = spec.budget
-            hit = (budget.max_llm_calls is not None and spent[0] >= budget.max_llm_calls) or (
-                budget.max_tokens is not None and spent[1] >= budget.max_tokens
-            )
-            result.stopped_by_budget = result.stopped_by_budget or hit
-            if hit and not result.budget_stop:
-                result.budget_stop = _budget_reached(budget, spent[0], spent[1])
-            return hit
-
-        # spent: LLM calls and tokens of the replays finished, committed or not yet, by this run (all
-        # its rounds): what the budget holds
-
-        def finished(job_id: str, data: dict[str, Any]) -> None:
-            if "error" not in data:
-                spent[0] += sum((data.get("llm_calls") or {}).values())
-                spent[1] += int(data.get("llm_tokens") or 0)
-            committer.put(job_id, data)
-
-        def committed(job_id: str, data: dict[str, Any]) -> None:
-            retried = 0
-            if "error" in data:
-                status = "failed"
-            else:
-                status = "diverged" if data.get("divergences") else "ok"
-                result.llm_calls += sum((data.get("llm_calls") or {}).values())
-                result.retries.update(data.get("retries") or {})
-                retried = sum((data.get("retries") or {}).values())
-                tokens[0] += int(data.get("llm_tokens") or 0)
-            result.status[status] += 1
-            result.done += 1
-            failure = replay_failure(data)
-            if failure is not None:
-                result.failures.setdefault(job_id.split("/")[0], Counter())[failure] += 1
-            pairer.committed(job_id)
-            progress.advance(failed=int(status == "failed"), diverged=int(status == "diverged"), retries=retried)
-
-        baseline_of = {j.job_id: j.trace for j in jobs}
-        committer = LedgerCommitter(ledger, self.redactor, {j.job_id: j.seq for j in jobs}, committed,
-                                    pack=lambda job_id, data: packed(data, baseline_of[job_id], pairer.baselines))
-        watch = EndpointWatch(finished, lambda: committer.failed or pairer.failed or over_budget())
-        committer.start()
-        pairer.start()
-        try:
-            try:
-                executor.run(context, todo, watch.done, watch.should_stop)
-            finally:
-                try:
-                    committer.close()
-                finally:
-                    progress.close()
-            watch.raise_if_down(f"{len(ledger):,} of {len(jobs):,} replays committed to {ledger.path}, none counted "
-                                f"as failed because of it ({watch.held:,} cut short, to run again)")
-        except BaseException:
-            pairer.abandon()
-            raise
-        result.nodes = executor.nodes_used()
-        if result.stopped_by_budget:  # the first replay in job order not committed was running
-            held = ledger.done()
-            running = next((j.perturbation_id.split("#")[0] for j in jobs if j.job_id not in held), "none")
-            result.budget_stop += f"; {len(held):,} of {len(jobs):,} replays committed, {running} running"
-        left = {k: v for k, v in left_out.items() if v}
-        if left:
-            log.info("traces left out (no target call, or not selected): %s", left)
-        if not result.complete:
-            pairer.abandon()
-            if isinstance(pairer.error, QuiverError):
-                raise pairer.error
-            if pairer.error is not None:
-                raise QuiverError(f"the campaign stopped: pairing failed: {pairer.error}") from pairer.error
-            return _Replayed(result, [])
-        rows = pairer.finish()
-        result.not_landed, result.unaccounted = pairer.not_landed, pairer.unaccounted
-        return _Replayed(result, rows)
 
 
 def run_campaign(
@@ -708,7 +676,7 @@ def _discard_empty_run(out: Path) -> None:
     of a run that failed before its first replay, so that the corrected spec runs into the
     same folder."""
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal",
-                 "spec.resolved.json", MARKER_FILE):
+                 "spec.resolved.json", *FILES[JOURNAL], MARKER_FILE):
         (out / name).unlink(missing_ok=True)
 
 
@@ -753,11 +721,3 @@ def _write_profile_once(profile: Profile, folder: Path) -> None:
     marker.unlink(missing_ok=True)
     written = write_profile(profile, folder)
     write_text(marker, json.dumps({"digest": digest, "files": [p.name for p in written]}) + "\n")
-
-
-@dataclass
-class _Replayed:
-    """The replay phase's counts, and every job's pair row (in job order) once complete."""
-
-    result: CampaignResult
-    rows: list[PairRow]

@@ -129,12 +129,13 @@ def unpack_text(raw: bytes) -> bytes:
 
 
 def delta_line(replay_id: str, delta: dict[str, Any], baseline: Trace, baselines: Baselines, baseline_file: Path,
-               folder: Path) -> str:
+               folder: Path | None, *, relative: str | None = None) -> str:
     """One line of ``replays.jsonl`` (in ``folder``): the replay ``replay_id`` as its
     delta from ``baseline``, a trace of ``baseline_file`` (named relative to ``folder``,
-    and in full for a folder copied elsewhere), compressed where that pays."""
-    full = baseline_file.resolve()
-    where = os.path.relpath(full, folder.resolve())
+    or as ``relative`` gives it, and in full for a folder copied elsewhere), compressed
+    where that pays."""
+    full = baseline_file.resolve() if folder is not None else baseline_file
+    where = relative if relative is not None else os.path.relpath(full, (folder or Path.cwd()).resolve())
     head = {"trace_id": replay_id, "schema_version": SCHEMA_VERSION,
             DELTA_KEY: {"file": Path(where).as_posix(), "path": str(full), "trace_id": baseline.trace_id,
                         "digest": baselines.digest(baseline)}}
@@ -145,18 +146,28 @@ def delta_line(replay_id: str, delta: dict[str, Any], baseline: Trace, baselines
 
 def whole_rows(ledger_path: Path, baseline_path: Path) -> dict[str, dict[str, Any]]:
     """Every row of a campaign's ledger with its whole replay trace, by job id (the
-    baseline's traces read from ``baseline_path``): for tools and tests that read a
+    baseline's traces read from ``baseline_path``; a replay kept as a line of
+    ``replays.jsonl``, :mod:`.journal`, read from there): for tools and tests that read a
     ledger outside a campaign."""
-    from quiver._trace import load_traces
+    from quiver._trace import expand_line, load_traces
 
+    from .journal import Journals
     from .ledger import Ledger
 
     baselines = Baselines()
     by_digest = {baselines.digest(t): t for t in load_traces(baseline_path).traces}
     ledger = Ledger(ledger_path)
+    journals = Journals(ledger_path.parent, ledger)
     try:
+        refs = {r.job_id: r for r in ledger.refs()}
         out = {}
         for job_id, data in ledger.replays():
+            ref = refs.get(job_id)
+            line = journals.line(ref) if ref is not None else None
+            if line is not None:
+                trace = expand_line(json.loads(line), str(ledger_path.parent / "replays.jsonl"), 0)
+                out[job_id] = {**{k: v for k, v in data.items() if k not in STORED_KEYS}, "trace": trace}
+                continue
             base = by_digest.get(str(data.get("baseline"))) if "trace_delta" in data else None
             if "trace_delta" in data and base is None:
                 raise QuiverError(f"{ledger_path}: the row of job {job_id!r} was stored against a baseline trace "

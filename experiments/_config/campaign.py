@@ -325,13 +325,22 @@ class ExecutorSpec(_Spec):
     """Where replays run."""
 
     kind: str = "local"
-    """A registered executor: ``local`` (threads in this process), ``ray`` (Ray tasks on a
-    local instance or a cluster), or one plugged in through the ``quiver.executors``
-    entry points."""
+    """A registered executor: ``local`` (worker processes of this machine, or threads in
+    this process), ``ray`` (Ray actors on a local instance or a cluster), or one plugged
+    in through the ``quiver.executors`` entry points."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     """Replays at once (local), in [1, 1024]."""
+    processes: int | None = Field(default=None, ge=0, le=1024)
+    """Worker processes of the local executor, the replays at once shared among them
+    (threads in each); 0 runs them as threads of the driver's process. Default: one per
+    core for a campaign of at least 500 replays, else threads of the driver's process."""
     address: str | None = None
-    """A Ray cluster's address; none starts a local Ray instance."""
+    """A Ray cluster's address; none starts a local Ray instance (or, in a Ray job's
+    driver, joins the job's cluster)."""
+    runtime_env: dict[str, Any] | None = None
+    """Ray's runtime environment for the workers of a cluster at ``address``
+    (``working_dir``, ``py_modules``, ``excludes``, ...). Default: the folder holding the
+    spec and the pipeline, shipped as ``working_dir`` (the output folder left out)."""
     batch_size: int | None = Field(default=None, ge=1, le=1_000_000)
     """Jobs per Ray call (default: sized from the replays' measured time, so that a batch
     takes about ``task_seconds``)."""
@@ -340,9 +349,9 @@ class ExecutorSpec(_Spec):
     can run at once)."""
     max_retries: int = Field(default=3, ge=0, le=100)
     """Restarts of a Ray actor whose process died."""
-    threads: int = Field(default=4, ge=1, le=256)
+    threads: int = Field(default=16, ge=1, le=256)
     """Replays at once inside one Ray actor, in [1, 256]."""
-    task_cpus: float = Field(default=0.25, gt=0, le=1024)
+    task_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPUs a Ray actor reserves: the cluster holds ``CPUs / task_cpus`` actors, so Ray
     replays at once = that x ``threads`` (replays wait on LLM calls: a fraction)."""
     task_seconds: float = Field(default=2.0, gt=0, le=86_400)

@@ -136,6 +136,10 @@ class ReplayContext:
     """The spec's outcome checks and their settings
     (:func:`~quiver.experiments._config.outcome_settings`): every replay carries its
     outcome."""
+    finish: Callable[[ReplayJob, dict[str, Any]], dict[str, Any]] | None = None
+    """Called by the worker on each replay's result, where the replay ran: what it
+    returns is what the executor hands back (a campaign redacts, stores and pairs its
+    replays there). It must pickle (a worker may be another process or machine)."""
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -160,7 +164,8 @@ class Worker:
         llm = dict(context.llm)
         retry = RetryPolicy(**llm.pop("retry", {}) or {})
         redactor = Redactor.from_json(context.redaction) if context.redaction is not None else None
-        self.cache = ResponseCache(context.cache_dir, redactor=redactor) if context.cache_dir else None
+        cache_dir = node_cache_dir(context.cache_dir)
+        self.cache = ResponseCache(cache_dir, redactor=redactor) if cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
         outcome = _outcome_runner(context, Path(context.base_dir), self.client)
         self.replayer = Replayer(
@@ -204,8 +209,26 @@ class Worker:
         except EndpointDown as exc:  # not the replay's own result: see EndpointWatch
             return {"error": f"{type(exc).__name__}: {exc}", ENDPOINT_DOWN: exc.to_json()}
         except QuiverError as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        return result.to_json()
+            return self._finished(job, {"error": f"{type(exc).__name__}: {exc}"})
+        return self._finished(job, result.to_json())
+
+    def _finished(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+        finish = self.context.finish
+        return finish(job, data) if finish is not None else data
+
+
+NODE_CACHE = "node:"
+"""A context's ``cache_dir`` starting with this names a folder on each worker's own disk
+(under ``~/.cache/quiver/responses``): the driver's output folder is not a cluster
+worker's to write."""
+
+
+def node_cache_dir(cache_dir: str | None) -> str | None:
+    """The folder a worker uses for a context's ``cache_dir`` (see :data:`NODE_CACHE`)."""
+    if cache_dir is None or not cache_dir.startswith(NODE_CACHE):
+        return cache_dir
+    root = os.environ.get("QUIVER_CACHE_DIR") or str(Path.home() / ".cache" / "quiver")
+    return str(Path(root) / "responses" / cache_dir[len(NODE_CACHE):])
 
 
 def _outcome_runner(context: ReplayContext, base_dir: Path, client: Any) -> Any:

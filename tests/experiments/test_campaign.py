@@ -281,40 +281,11 @@ def test_a_new_executor_is_one_class_that_specs_and_the_command_line_can_name(
     assert build_parser().parse_args(["run", str(spec), "--executor", "toy-serial"]).executor == "toy-serial"
 
 
-def test_pairs_are_formed_block_by_block_while_the_replays_run(
-    baseline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Blocks of 8 jobs are paired as soon as each is in the ledger: the executor, after
-    its 40th job, waits for three blocks to be paired before it goes on (it would wait
-    forever if pairs were formed only after the last replay). A run whose jobs finish in
-    reverse order (every block completes at the very end) gives the same rows and
-    numbers, each run on an embedding cache of its own."""
-    from quiver.experiments._campaign import results
-
-    monkeypatch.setattr(results, "PAIR_CHUNK", 8)
-    paired = threading.Semaphore(0)
-    pair_block = results.Pairer._pair_block
-
-    def counted(self: Any, *args: Any) -> None:
-        pair_block(self, *args)
-        paired.release()
-
-    monkeypatch.setattr(results.Pairer, "_pair_block", counted)
-    original = ToySerial.run
-
-    def run(self: ToySerial, context: Any, jobs: Any, on_done: Any, should_stop: Any) -> None:
-        done = [0]
-
-        def reported(job_id: str, data: Any) -> None:
-            on_done(job_id, data)
-            done[0] += 1
-            if done[0] == 40 and not self.reverse:
-                for _ in range(3):
-                    assert paired.acquire(timeout=120), "no block was paired while the executor waited"
-
-        original(self, context, jobs, reported, should_stop)
-
-    monkeypatch.setattr(ToySerial, "run", run)
+def test_replays_finished_in_any_order_give_the_same_files_in_job_order(baseline: Path, tmp_path: Path) -> None:
+    """Each replay is paired where it ran, alone, and kept once as it is committed; a
+    run whose jobs finish in reverse order gives the same rows and numbers, and
+    ``replays.jsonl`` and ``pairs.jsonl`` in job order, each run on an embedding cache of
+    its own."""
     runs = {}
     for name, reverse in (("forward", False), ("reverse", True)):
         folder = tmp_path / name
@@ -329,6 +300,7 @@ def test_pairs_are_formed_block_by_block_while_the_replays_run(
     assert (runs["forward"] / "campaign.json").read_bytes() == (runs["reverse"] / "campaign.json").read_bytes()
     ids = {name: [t.trace_id for t in load_traces(out / "replays.jsonl").traces] for name, out in runs.items()}
     assert ids["forward"] == ids["reverse"] and len(ids["forward"]) == result.jobs  # in job order, each once
+    assert not list(runs["forward"].glob("*.journal"))  # the journals became the final files
 
 
 def test_an_unknown_executor_names_the_registered_ones(baseline: Path, tmp_path: Path,
