@@ -6,7 +6,8 @@ and checks each sentence against the file's numbers: an absence ("leaves the pat
 control replays do", "as often as under control", "tolerates") only where the 95%
 interval of the excess, recomputed here from the file's two rates (MOVER), lies inside
 ``equivalence_margin``; every "not distinguishable" with its n, its interval and how many
-replays would halve it; every input a sentence names as moved, moved in the file.
+replays would halve it; every input a sentence names as moved, moved in the file (for a
+pass-rate finding, the outcome's own interval and per-input tests).
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def _check_effect(text: str, data: Mapping[str, Any], p: Mapping[str, Any], marg
         assert per[name]["moved"] and f"{name} ({per[name]['events']} of {per[name]['n']} effective pairs" in text
 
 
+def _check_outcome(text: str, data: Mapping[str, Any], p: Mapping[str, Any], margin: float) -> None:
+    """A pass-rate finding: an absence only inside the margin (the outcome's own interval),
+    and every input it names failing more often in the outcome's per-input tests."""
+    o = p["outcome"]
+    lo, hi = (o["difference"].get("ci") or [None, None])
+    if "as its control replays do" in text:
+        assert _inside(lo, hi, margin), (text, lo, hi, margin)
+    per = {g["input_id"]: g for g in (o.get("per_input") or {}).get("inputs", [])}
+    for name in data.get("inputs") or []:
+        assert per[name]["moved"] and f"{name} ({per[name]['events']} of {per[name]['n']} effective replays" in text
+
+
 def _check_threshold(text: str, data: Mapping[str, Any], p: Mapping[str, Any], margin: float) -> None:
     if "as often as under control" in text or "tolerates changes" in text:
         bins = p["beta_shape"]["bins"]
@@ -74,7 +87,9 @@ def check_claims(raw: Mapping[str, Any]) -> list[str]:
         p = by_id.get(str(data.get("perturbation")))
         if any(word in text for word in ABSENCE):
             assert p is not None and f.kind in ("effect", "threshold") and f"±{margin:g}" in text, text
-        if p is not None and f.kind == "effect" and data.get("event") is not None:
+        if p is not None and f.kind == "effect" and data.get("event") == "pass_rate":
+            _check_outcome(text, data, p, margin)
+        elif p is not None and f.kind == "effect" and data.get("event") is not None:
             _check_effect(text, data, p, margin)
         if p is not None and f.kind == "threshold":
             _check_threshold(text, data, p, margin)

@@ -13,9 +13,11 @@ from quiver._stats import Estimate, GroupBootstrap, percentile_interval
 
 from .rows import PairRow
 
-__all__ = ["Event", "TIE", "Columns", "mask", "difference"]
+__all__ = ["Event", "DoseEvent", "TIE", "Columns", "mask", "difference"]
 
 Event = Literal["D_shape", "D_iter"]
+DoseEvent = Literal["D_shape", "D_iter", "outcome"]
+"""What an adaptive ladder follows: a path change, or the replay's outcome not passing."""
 
 TIE = 1e-12
 """Above 0 beyond round-off: an excess of exactly 0 can come out as 1e-17."""
@@ -23,6 +25,11 @@ TIE = 1e-12
 
 def _float(x: Any) -> float:
     return np.nan if x is None else float(x)
+
+
+def _not_passed(status: Any) -> float:
+    """1.0 for an outcome that did not pass (an error is not a pass), 0.0 for a pass, NaN for none."""
+    return np.nan if status is None else float(status != "pass")
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,11 @@ class Columns:
     d_output: np.ndarray
     d_struct: np.ndarray
     d: dict[str, np.ndarray]
+    fails: np.ndarray
+    """Per row, 1.0 when the replay's outcome did not pass (fail or error), 0.0 when it
+    passed, NaN when the replay carries no outcome."""
+    baseline_fails: np.ndarray
+    """The same of the recorded baseline trace."""
 
     @classmethod
     def of(cls, rows: Sequence[PairRow], nodes: Sequence[str]) -> Columns:
@@ -58,6 +70,8 @@ class Columns:
             d_output=np.array([r.d_output for r in rows], dtype=bool),
             d_struct=np.array([r.d_struct for r in rows], dtype=bool),
             d={n: np.array([_float(r.d.get(n)) for r in rows], dtype=np.float64) for n in nodes},
+            fails=np.array([_not_passed((r.outcome or {}).get("replay")) for r in rows], dtype=np.float64),
+            baseline_fails=np.array([_not_passed((r.outcome or {}).get("baseline")) for r in rows], dtype=np.float64),
         )
 
     def bootstrap(self, resamples: int, seed: int) -> GroupBootstrap:

@@ -12,7 +12,14 @@ baseline trace has a reference noise rate ``o(i)`` (the control replays of the s
 trace, else the observational rate of its input: the references of the thresholds, see
 :mod:`quiver._interventional.betas`). Per level, the excess is the mean of
 ``event_i - o(i)`` (``event``: D_shape > 0 or D_iter > 0), with the 95% interval of the
-group bootstrap over input groups (the perturbation's shared resamples). The
+group bootstrap over input groups (the perturbation's shared resamples). **The outcome**
+is an event too: the replay's outcome does not pass (a fail, or a check's error), over
+the rows whose replay carries an outcome, with its own reference (:func:`reference_rate`:
+the control replays' failure rate on the same trace, else the recording's own); so its
+onset is the dose from which answers fail beyond control, its midpoint the dose at
+which half the plateau's extra failures are reached. A ladder whose replays carry
+outcomes reports its curve beside the path's, and ``event: outcome`` makes the search
+place its levels by it. The
 dose-response curve is the weighted isotonic (non-decreasing) fit of the levels'
 excesses against the dose (pool-adjacent-violators, weights = the levels' pairs); its
 pointwise band is the 2.5 and 97.5 percentiles of the fit refitted on each resample.
@@ -71,7 +78,7 @@ import numpy as np
 from quiver._stats import Estimate, GroupBootstrap, percentile_interval, rounded
 
 from .betas import _references, step_down
-from .columns import TIE, Columns, Event
+from .columns import TIE, Columns, DoseEvent
 from .reader import Reader
 from .rows import PairRow
 
@@ -95,7 +102,8 @@ class AdaptiveSettings:
         coarse: The levels of round 0.
         pairs: The replays a new level gets in its round.
         integer: Whether the levels are whole numbers.
-        event: The event the search follows (both are reported).
+        event: The event the search follows (the path changes are both reported, the
+            outcome whenever the replays carry one).
         max_rounds: The most rounds after round 0.
     """
 
@@ -107,7 +115,7 @@ class AdaptiveSettings:
     coarse: int = 5
     pairs: int = 20
     integer: bool = False
-    event: Event = "D_shape"
+    event: DoseEvent = "D_shape"
     max_rounds: int = 10
 
     def level(self, x: float) -> float | int:
@@ -198,7 +206,7 @@ class DoseResponse:
     """The dose-response of one event over an adaptive ladder (module docstring).
 
     Attributes:
-        event: ``D_shape`` or ``D_iter``.
+        event: ``D_shape``, ``D_iter`` or ``outcome`` (the replay's outcome does not pass).
         param: The dose parameter.
         points: The levels, in increasing dose.
         plateau: The fit at the largest level, with its interval.
@@ -210,7 +218,7 @@ class DoseResponse:
         reason: Why there is no midpoint or onset (None: both are there).
     """
 
-    event: Event
+    event: DoseEvent
     param: str
     points: tuple[CurvePoint, ...]
     plateau: Estimate
@@ -236,9 +244,10 @@ class DoseResponse:
     def from_json(cls, data: Mapping[str, Any], *, where: str = "dose_response") -> DoseResponse:
         r = Reader(data, where)
         event = r.string("event")
-        if event not in ("D_shape", "D_iter"):
-            raise r.wrong("event", "'D_shape' or 'D_iter'")
-        return cls(event="D_shape" if event == "D_shape" else "D_iter", param=r.string("param"),
+        if event not in ("D_shape", "D_iter", "outcome"):
+            raise r.wrong("event", "'D_shape', 'D_iter' or 'outcome'")
+        return cls(event="D_shape" if event == "D_shape" else "D_iter" if event == "D_iter" else "outcome",
+                   param=r.string("param"),
                    points=r.read_all("points", CurvePoint.from_json), plateau=r.estimate("plateau"),
                    midpoint=r.estimate("midpoint"), defined=r.number("defined"), onset=r.opt_number("onset"),
                    onset_d=r.opt_number("onset_d"), below=r.opt_number("below"), reason=r.opt_string("reason"))
@@ -256,6 +265,8 @@ class AdaptiveEstimates:
         stopped: Why the search stopped (None: it did not finish).
         beta_shape: The dose-response of D_shape.
         beta_iter: The dose-response of D_iter.
+        outcome: The dose-response of the outcome not passing (None: no replay of the
+            ladder carries an outcome).
     """
 
     settings: Mapping[str, Any]
@@ -265,11 +276,22 @@ class AdaptiveEstimates:
     stopped: str | None
     beta_shape: DoseResponse
     beta_iter: DoseResponse
+    outcome: DoseResponse | None = None
+
+    def curve(self, event: str) -> DoseResponse | None:
+        """The curve of ``event`` (``D_shape``, ``D_iter`` or ``outcome``)."""
+        return self.beta_shape if event == "D_shape" else self.beta_iter if event == "D_iter" else self.outcome
+
+    @property
+    def followed(self) -> DoseResponse:
+        """The curve the search followed (its ``event`` setting; D_shape's when that curve is missing)."""
+        return self.curve(str(self.settings.get("event", "D_shape"))) or self.beta_shape
 
     def to_json(self) -> dict[str, Any]:
         return {"settings": dict(self.settings), "levels": list(self.levels), "replays": self.replays,
                 "stopped": self.stopped, "rounds": [r.to_json() for r in self.rounds],
-                "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json()}
+                "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json(),
+                **({"outcome": self.outcome.to_json()} if self.outcome is not None else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, where: str = "adaptive") -> AdaptiveEstimates:
@@ -283,7 +305,8 @@ class AdaptiveEstimates:
         return cls(settings=dict(settings), levels=tuple(float(x) for x in levels),
                    rounds=r.read_all("rounds", RoundPlan.from_json), replays=r.integer("replays"),
                    stopped=r.opt_string("stopped"), beta_shape=r.read("beta_shape", DoseResponse.from_json),
-                   beta_iter=r.read("beta_iter", DoseResponse.from_json))
+                   beta_iter=r.read("beta_iter", DoseResponse.from_json),
+                   outcome=r.read("outcome", DoseResponse.from_json) if r.has("outcome") else None)
 
 
 # --------------------------------------------------------------------------- the fit
@@ -326,7 +349,7 @@ def _midpoint(x: np.ndarray, fit: np.ndarray) -> float | None:
 
 
 def dose_response(levels: Sequence[float], cols: Columns, reference: np.ndarray, boot: GroupBootstrap,
-                  event: Event, param: str) -> DoseResponse:
+                  event: DoseEvent, param: str) -> DoseResponse:
     """The dose-response of ``event`` (module docstring).
 
     Args:
@@ -337,8 +360,9 @@ def dose_response(levels: Sequence[float], cols: Columns, reference: np.ndarray,
         event: The event.
         param: The dose parameter's name.
     """
-    fired = cols.event(event).astype(np.float64)
-    usable = (cols.stratum == "effective") & np.isfinite(reference) & (cols.step < len(levels))
+    fired = _fired(cols, event)
+    usable = (cols.stratum == "effective") & np.isfinite(reference) & np.isfinite(fired) & (cols.step < len(levels))
+    fired = np.nan_to_num(fired)
     diff = np.where(usable, fired - np.nan_to_num(reference), 0.0)
     steps = sorted({int(s) for s in cols.step[usable]}, key=lambda s: (levels[s], s))
     x = np.array([levels[s] for s in steps], dtype=np.float64)
@@ -375,7 +399,7 @@ def dose_response(levels: Sequence[float], cols: Columns, reference: np.ndarray,
     onset = points[onset_k].level if onset_k is not None else None
     onset_d = None
     if onset_k is not None:
-        at = usable & (cols.step == points[onset_k].step) & cols.event(event)
+        at = usable & (cols.step == points[onset_k].step) & (fired > 0)
         d = cols.magnitude[at]
         onset_d = float(d[np.isfinite(d)].min()) if np.isfinite(d).any() else None
     reason = _reason(points, mid, onset)
@@ -384,17 +408,48 @@ def dose_response(levels: Sequence[float], cols: Columns, reference: np.ndarray,
                         onset_d=onset_d, below=points[onset_k - 1].level if onset_k else None, reason=reason)
 
 
+def _fired(cols: Columns, event: DoseEvent) -> np.ndarray:
+    """Per row, 1.0 when it has the event, 0.0 when not, NaN when it cannot say (an
+    outcome event on a replay without an outcome)."""
+    if event == "outcome":
+        return cols.fails.astype(np.float64)
+    return cols.event(event).astype(np.float64)
+
+
+def reference_rate(cols: Columns, table: Any, event: DoseEvent, control: Columns | None) -> np.ndarray:
+    """Per row, the reference rate of ``event`` (NaN: none). A path change's is its
+    thresholds' (:func:`~quiver._interventional.betas._references`: the control replays
+    of the same trace, else the observational rate of the input). **[engine]** The
+    outcome's: the share of the same trace's control replays whose outcome did not pass;
+    for a trace without a control replay carrying an outcome, its recorded baseline's own
+    (1.0 or 0.0: one unbiased draw of the trace's failure rate; the observational
+    same-input pairs hold no outcome)."""
+    if event != "outcome":
+        return _references(cols, table, event, control).rate
+    rate = cols.baseline_fails.astype(np.float64).copy()
+    if control is not None and control.trace:
+        k: dict[str, float] = {}
+        n: dict[str, int] = {}
+        for t, f in zip(control.trace, control.fails, strict=True):
+            if np.isfinite(f):
+                k[t] = k.get(t, 0.0) + float(f)
+                n[t] = n.get(t, 0) + 1
+        for i, t in enumerate(cols.trace):
+            if t in n:
+                rate[i] = k[t] / n[t]
+    return rate
+
+
 def adaptive_curve(rows: Sequence[PairRow], control_rows: Sequence[PairRow], table: Any, levels: Sequence[float],
-                   event: Event, param: str, *, resamples: int, seed: int) -> DoseResponse:
+                   event: DoseEvent, param: str, *, resamples: int, seed: int) -> DoseResponse:
     """The dose-response of one perturbation's rows (all its rounds so far), with the
-    references and the resamples its estimates use (the control replays of the same
-    traces, else the observational rate of the input; ``table``: the observational
-    same-input pairs)."""
+    references and the resamples its estimates use (:func:`reference_rate`; ``table``:
+    the observational same-input pairs)."""
     cols = Columns.of([r for r in rows if r.status == "ok"], [])
     ok = [r for r in control_rows if r.status == "ok"]
     control = Columns.of(ok, []) if ok else None
-    reference = _references(cols, table, event, control)
-    return dose_response(levels, cols, reference.rate, cols.bootstrap(resamples, seed), event, param)
+    reference = reference_rate(cols, table, event, control)
+    return dose_response(levels, cols, reference, cols.bootstrap(resamples, seed), event, param)
 
 
 def adaptive_estimates(adaptive: Mapping[str, Any], cols: Columns, boot: GroupBootstrap, table: Any,
@@ -406,12 +461,14 @@ def adaptive_estimates(adaptive: Mapping[str, Any], cols: Columns, boot: GroupBo
     param = str(settings.get("param", "level"))
     rounds = tuple(r if isinstance(r, RoundPlan) else RoundPlan.from_json(r, where=f"adaptive.rounds[{i}]")
                    for i, r in enumerate(adaptive.get("rounds") or []))
-    curves = {event: dose_response(levels, cols, _references(cols, table, event, control).rate, boot, event, param)
-              for event in ("D_shape", "D_iter")}
+    events: tuple[DoseEvent, ...] = ("D_shape", "D_iter", "outcome") if np.isfinite(cols.fails).any() else (
+        "D_shape", "D_iter")
+    curves = {event: dose_response(levels, cols, reference_rate(cols, table, event, control), boot, event, param)
+              for event in events}
     return AdaptiveEstimates(settings=settings, levels=tuple(levels), rounds=rounds,
                              replays=sum(n for r in rounds for _, n in r.add),
                              stopped=rounds[-1].stop if rounds else None, beta_shape=curves["D_shape"],
-                             beta_iter=curves["D_iter"])
+                             beta_iter=curves["D_iter"], outcome=curves.get("outcome"))
 
 
 def _refits(x: np.ndarray, sums: np.ndarray, counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -73,9 +73,10 @@ def outcome_criterion(pairs: Sequence[PairResult], n: int, group: Sequence[str],
                             [s for s, j in zip(stratum, judged, strict=True) if j], changed[judged],
                             passed[judged] == 0.0, alpha=inputs_level, event_name=OUTCOME_EVENT)
     failures = []
-    if decision == "worse":
+    if decision == "worse" and lo is not None and hi is not None:
         diff = row["difference"]
-        failures.append(f"the pass rate falls by {fmt(-diff['value'])} [{fmt(-hi)}, {fmt(-lo)}] "
+        drop = -float(diff["value"])
+        failures.append(f"the pass rate falls by {fmt(drop)} [{fmt(-hi)}, {fmt(-lo)}] "
                         f"({100 * row['test_level']:.4g}% interval) below the current template's "
                         f"({fmt(row['candidate']['value'])} against {fmt(row['current']['value'])}, n = {diff['n']}), "
                         f"beyond the non-inferiority margin {margin:g}")

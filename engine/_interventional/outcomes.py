@@ -71,18 +71,18 @@ class OutcomeEffect:
     def equivalent(self) -> bool:
         """The difference's interval lies inside ±margin: no effect, claimed."""
         ci = self.difference.get("ci")
-        return bool(ci) and -self.margin <= ci[0] and ci[1] <= self.margin
+        return ci is not None and -self.margin <= ci[0] and ci[1] <= self.margin
 
     @property
     def lowers(self) -> bool:
         """The interval lies below 0: the perturbation lowers the pass rate."""
         ci = self.difference.get("ci")
-        return bool(ci) and ci[1] < 0
+        return ci is not None and ci[1] < 0
 
     @property
     def raises(self) -> bool:
         ci = self.difference.get("ci")
-        return bool(ci) and ci[0] > 0
+        return ci is not None and ci[0] > 0
 
     def to_json(self) -> dict[str, Any]:
         return {"pass_rate": self.pass_rate, "control_pass_rate": self.control_pass_rate,

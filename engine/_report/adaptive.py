@@ -35,7 +35,13 @@ if TYPE_CHECKING:
 __all__ = ["adaptive_section", "adaptive_charts", "fmt_dose", "TITLE"]
 
 TITLE = "Dose-response (adaptive ladders)"
-_CURVES = (("beta_shape", "D_shape"), ("beta_iter", "D_iter"))
+_CURVES = (("beta_shape", "D_shape"), ("beta_iter", "D_iter"), ("outcome", "outcome"))
+_EVENT_TEXT = {"D_shape": "D_shape > 0", "D_iter": "D_iter > 0", "outcome": "outcome not passing"}
+
+
+def _what(event: str) -> str:
+    """The event as the curves' labels say it."""
+    return "failure" if event == "outcome" else event
 
 
 def fmt_dose(x: Any, *, integer: bool = False) -> str:
@@ -79,8 +85,8 @@ def _est(e: Estimate, *, signed: bool = False) -> str:
     return fmt_est(e.as_dict("x"), "x", signed=signed)
 
 
-def _curve(a: AdaptiveEstimates, key: str) -> DoseResponse:
-    return a.beta_shape if key == "beta_shape" else a.beta_iter
+def _curve(a: AdaptiveEstimates, key: str) -> DoseResponse | None:
+    return a.curve(dict(_CURVES)[key])
 
 
 def _same_curve(a: AdaptiveEstimates) -> bool:
@@ -123,9 +129,12 @@ def _summary(a: AdaptiveEstimates) -> list[str]:
     rows = []
     for key, event in _CURVES:
         d = _curve(a, key)
-        rows.append([key, f"{event} > 0", _est(d.midpoint), fmt_n(d.midpoint.n), fmt(d.defined),
+        if d is None:
+            continue
+        followed = " (followed)" if a.settings.get("event", "D_shape") == event else ""
+        rows.append([key + followed, _EVENT_TEXT[event], _est(d.midpoint), fmt_n(d.midpoint.n), fmt(d.defined),
                      _est(d.plateau, signed=True), _onset(a, d), fmt(d.onset_d), _note(d)])
-    headers = ["beta", "event", "midpoint [95% CI]", "n", "defined", "plateau [95% CI]", "onset in (below, onset]",
+    headers = ["curve", "event", "midpoint [95% CI]", "n", "defined", "plateau [95% CI]", "onset in (below, onset]",
                "onset d_i", "note"]
     return _table(headers, rows, "llrrrrrrl")
 
@@ -181,11 +190,14 @@ def _perturbation(p: PerturbationEstimates, a: AdaptiveEstimates) -> list[str]:
              _settings(a), ""]
     lines += _summary(a) + ["", f"{md_code(p.id)} rounds:", ""] + _rounds(a) + [""]
     for key, event in _CURVES:
+        d = _curve(a, key)
+        if d is None:
+            continue
         if key == "beta_iter" and _same_curve(a):
             lines += [f"{md_code(p.id)} beta_iter curve ({event} excess over controls): the same as beta_shape's, "
                       "level for level.", ""]
             continue
-        lines += [f"{md_code(p.id)} {key} curve ({event} excess over controls):", ""] + _points(a, _curve(a, key))
+        lines += [f"{md_code(p.id)} {key} curve ({_what(event)} excess over controls):", ""] + _points(a, d)
         lines += [""]
     return lines
 
@@ -206,7 +218,11 @@ def adaptive_section(c: CampaignEstimates) -> list[str]:
              "*defined*). The *onset* is the lowest level the step-down test reaches from the largest level while "
              "a level's excess interval lies above 0: it lies in (below, onset], below being the level under it "
              "(the range's low end, the zero dose the control replays stand for, when it is the smallest level); "
-             "onset d_i is the smallest target change that bifurcated there. The plots are in `report.html`.", ""]
+             "onset d_i is the smallest target change that bifurcated there. With outcome checks the same curve "
+             "is drawn of the replays whose outcome does not pass (the *outcome* curve, its reference the control "
+             "replays' failure rate on the same trace): its onset is the dose from which answers break beyond "
+             "control. The curve the search placed its levels by is marked *followed*. The plots are in "
+             "`report.html`.", ""]
     for p, a in adaptive:
         lines += _perturbation(p, a)
     return lines
@@ -215,8 +231,8 @@ def adaptive_section(c: CampaignEstimates) -> list[str]:
 # --------------------------------------------------------------------------- the curves
 
 
-def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str) -> Markup:
-    d, integer = _curve(a, key), _integer(a)
+def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, d: DoseResponse, key: str, event: str) -> Markup:
+    integer = _integer(a)
     levels = [curve.Level(x.level, f"{d.param} {fmt_dose(x.level, integer=integer)}", x.n, x.excess.value,
                         x.excess.ci[0] if x.excess.ci else None, x.excess.ci[1] if x.excess.ci else None, x.fit,
                         x.band, x.qualifies) for x in d.points]
@@ -230,31 +246,32 @@ def _chart(p: PerturbationEstimates, a: AdaptiveEstimates, key: str, event: str)
     half = d.plateau.value / 2 if d.plateau.value is not None and d.plateau.value > 0 else None
     lo, hi = _real(a.settings.get("lo")), _real(a.settings.get("hi"))
     span = (lo, hi) if lo is not None and hi is not None else None
-    return curve.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {event} dose-response over {d.param}", levels,
-                          x_label=f"{d.param} (the dose of {p.op} at {p.node})",
-                          y_label=f"excess {event} rate over controls", onset=onset, midpoint=midpoint, half=half,
-                          x_range=span, whole=integer)
+    return curve.dose_curve(f"adaptive-{p.id}-{key}", f"{p.id}: {_what(event)} dose-response over {d.param}",
+                          levels, x_label=f"{d.param} (the dose of {p.op} at {p.node})",
+                          y_label=f"excess {_what(event)} rate over controls", onset=onset, midpoint=midpoint,
+                          half=half, x_range=span, whole=integer)
 
 
 def _caption(a: AdaptiveEstimates, d: DoseResponse) -> str:
     mid = "no midpoint" if d.midpoint.value is None else f"midpoint {_est(d.midpoint)}"
     onset = "no onset" if d.onset is None else f"onset {_onset(a, d)}"
     why = f" ({d.reason})" if d.reason else ""
-    return (f"Excess {d.event} rate over the control replays per level, with 95% intervals (marker area in "
+    return (f"Excess {_what(d.event)} rate over the control replays per level, with 95% intervals (marker area in "
             f"proportion to n), the isotonic fit and its band; {mid}, {onset}{why}; dotted: half the plateau "
             f"{_est(d.plateau, signed=True)}.")
 
 
 def adaptive_charts(c: CampaignEstimates) -> list[tuple[Markup, str]]:
-    """``(svg, caption)`` of every adaptive ladder's curves: D_shape's, and D_iter's when
-    it is not the same curve."""
+    """``(svg, caption)`` of every adaptive ladder's curves: D_shape's, D_iter's when it
+    is not the same curve, and the outcome's when the replays carry outcomes."""
     out = []
     for p in c.perturbations:
         a = p.adaptive
         if a is None:
             continue
         for key, event in _CURVES:
-            if key == "beta_iter" and _same_curve(a):
+            d = _curve(a, key)
+            if d is None or (key == "beta_iter" and _same_curve(a)):
                 continue
-            out.append((_chart(p, a, key, event), _caption(a, _curve(a, key))))
+            out.append((_chart(p, a, d, key, event), _caption(a, d)))
     return out

@@ -479,27 +479,37 @@ def _bin_text(x: Any) -> str:
 
 
 def _adaptive(p: PerturbationEstimates) -> Finding | None:
-    """An adaptive ladder's answer: from which level the path changes beyond control, and
-    the level at half its plateau, with its interval."""
+    """An adaptive ladder's answer: from which level the path changes (or, following the
+    outcome, answers fail) beyond control, and the level at half its plateau, with its
+    interval; with outcomes, where answers start to fail when the search followed the path."""
     from .adaptive import fmt_dose
 
     a = p.adaptive
     if a is None:
         return None
-    curve, param, whole = a.beta_shape, str(a.settings.get("param", "dose")), bool(a.settings.get("integer"))
+    curve, param, whole = a.followed, str(a.settings.get("param", "dose")), bool(a.settings.get("integer"))
+    outcome = curve.event == "outcome"
+    what = "answers fail" if outcome else "the path changes"
     s = Sentence().t("Perturbation ").c(p.id).t(f" (an adaptive ladder over {param}): ")
     if curve.onset is None:
-        s.t("no level tried changes the path distinguishably beyond control")
+        s.t("no level tried makes answers fail distinguishably more often than control" if outcome else
+            "no level tried changes the path distinguishably beyond control")
     else:
-        s.t(f"the path changes beyond control from {param} = {fmt_dose(curve.onset, integer=whole)} on "
+        s.t(f"{what} beyond control from {param} = {fmt_dose(curve.onset, integer=whole)} on "
             + (f"(not at {fmt_dose(curve.below, integer=whole)})" if curve.below is not None
                else "(already at the smallest level)"))
     mid = curve.midpoint
     if mid.value is not None:  # a midpoint lies between levels: never rounded to one
         ci = f" [{fmt_dose(mid.ci[0])}, {fmt_dose(mid.ci[1])}]" if mid.ci else " (no interval)"
         s.t(f"; half its plateau at {param} = {fmt_dose(mid.value)}{ci}")
+    extra = a.outcome if not outcome else None
+    if extra is not None:
+        s.t("; answers fail beyond control from "
+            f"{param} = {fmt_dose(extra.onset, integer=whole)} on" if extra.onset is not None else
+            "; no level tried makes answers fail distinguishably more often than control")
     s.t(f" ({fmt_n(a.replays)} replays).")
-    return s.done("adaptive", "adaptive", perturbation=p.id, value=curve.onset, midpoint=mid.value)
+    return s.done("adaptive", "adaptive", perturbation=p.id, value=curve.onset, midpoint=mid.value,
+                  event=curve.event, outcome_onset=a.outcome.onset if a.outcome is not None else None)
 
 
 # --------------------------------------------------------------------------- validation

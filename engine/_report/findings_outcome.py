@@ -80,4 +80,4 @@ def _failing_inputs(s: Sentence, p: PerturbationEstimates) -> list[str]:
 def outcome_findings(c: CampaignEstimates, margin: float) -> list[Finding]:
     """One sentence per perturbation with an outcome effect, the largest drop first."""
     found = [f for p in c.perturbations if (f := _outcome(p, margin)) is not None]
-    return sorted(found, key=lambda f: (f.data.get("value") if f.data.get("value") is not None else 0.0))
+    return sorted(found, key=lambda f: float(f.data.get("value") or 0.0))

@@ -78,6 +78,7 @@ from quiver.experiments._config import (
     outcome_settings,
     spec_redactor,
 )
+from quiver.experiments._config.record import _spec_line
 from quiver.replay import (
     ClusterLost,
     EndpointDown,
@@ -271,7 +272,26 @@ class CampaignRun:
             self.warn(f"baseline {line}")
         check_outcome_inputs(self.spec, [t.inputs for t in traces], spec_file=str(self.path),
                              what="baseline traces")
-        return self._judged(traces)
+        judged = self._judged(traces)
+        self._check_outcome_ladders(judged)
+        return judged
+
+    def _check_outcome_ladders(self, traces: list[Trace]) -> None:
+        """An adaptive ladder that follows the outcome needs outcomes: the spec's checks,
+        or a baseline that carries them (an import's scores).
+
+        Raises:
+            SpecError: A ladder has ``event: outcome`` and there is neither.
+        """
+        if self.outcome is not None or any(t.outcome is not None for t in traces):
+            return
+        for i, p in enumerate(self.spec.perturbations or []):
+            if p.adaptive is not None and p.adaptive.event == "outcome":
+                where = ("perturbations", i, "ladder", "adaptive", "event")
+                raise SpecError(str(self.path), _spec_line(str(self.path), where),
+                                f"perturbations[{i}].ladder.adaptive.event",
+                                f"perturbation {p.id!r} follows the outcome, but the spec has no outcome checks and "
+                                "no baseline trace carries an outcome: add an outcome: section, or follow D_shape")
 
     def _judged(self, traces: list[Trace]) -> list[Trace]:
         """The baseline with the spec's outcome on every trace that carries none (a corpus

@@ -171,8 +171,9 @@ def _say_found(out: Path) -> None:
 
 
 def _adaptive_line(a: Any) -> str:
-    """An adaptive ladder's answer in one line: the D_shape midpoint and onset, what it spent."""
-    curve = a.beta_shape
+    """An adaptive ladder's answer in one line: the followed curve's midpoint and onset
+    (D_shape's, or the outcome's), what it spent."""
+    curve = a.followed
     param = a.settings.get("param", "dose")
     mid = curve.midpoint
     midpoint = ("none" if mid.value is None else
@@ -183,5 +184,6 @@ def _adaptive_line(a: Any) -> str:
         above = f"(above {curve.below:g})" if curve.below is not None else "(the smallest level)"
         onset = f"{curve.onset:g} {above}"
     rounds = sum(1 for r in a.rounds if r.add)
-    return (f"adaptive {param}: D_shape midpoint {midpoint}, onset {onset}; {a.replays} replays, {len(a.levels)} "
+    event = "outcome failure" if curve.event == "outcome" else curve.event
+    return (f"adaptive {param}: {event} midpoint {midpoint}, onset {onset}; {a.replays} replays, {len(a.levels)} "
             f"levels, {rounds} round(s); {a.stopped or 'not finished'}")

@@ -100,8 +100,11 @@ class AdaptiveSpec(_Spec):
     pairs: int = Field(default=20, ge=1, le=1_000_000)
     """The replays a new level gets in its round (the selected traces in turn, then again
     with the next repeat), in [1, 1000000]."""
-    event: Literal["D_shape", "D_iter"] = "D_shape"
-    """The path change the search follows (the curves of both are reported)."""
+    event: Literal["D_shape", "D_iter", "outcome"] = "D_shape"
+    """What the search follows: a path change (``D_shape``, ``D_iter``; the curves of both
+    are reported), or ``outcome``, the replay's outcome not passing (the dose where answers
+    start to break; needs the spec's ``outcome:`` checks or a baseline that carries
+    outcomes). With outcomes, the outcome's curve is reported whichever is followed."""
     max_rounds: int = Field(default=10, ge=1, le=1000)
     """The most rounds after the coarse one, in [1, 1000]."""
 

@@ -50,7 +50,8 @@ def _columns(rows: list[tuple[int, int, bool]]) -> Columns:
     return Columns(groups=groups, group=group, trace=[groups[g] for g in group],
                    step=np.array([r[0] for r in rows], dtype=np.int64),
                    stratum=np.array(["effective"] * n, dtype=object),
-                   magnitude=np.full(n, 0.5), d_iter=event, d_shape=event, d_output=event, d_struct=event, d={})
+                   magnitude=np.full(n, 0.5), d_iter=event, d_shape=event, d_output=event, d_struct=event, d={},
+                   fails=np.full(n, np.nan), baseline_fails=np.full(n, np.nan))
 
 
 def _curve(levels: list[float], rows: list[tuple[int, int, bool]]) -> DoseResponse:
@@ -186,3 +187,61 @@ def test_a_bracket_between_adjacent_levels_off_the_grid_gets_its_middle() -> Non
     rows = [(k, i % INPUTS, i < rate * 60) for k, rate in enumerate([0.3, 0.6, 0.9]) for i in range(60)]
     assert all(round(x / 0.02, 6).is_integer() for x, _ in plan_round(
         fine, 1, _curve(near, rows), near, dict.fromkeys(near, 60), len(rows), INPUTS).add)
+
+
+def _outcome_rows(rng: np.random.Generator, levels: list[float], per_level: int) -> tuple[list, list]:
+    """Pair rows of a ladder whose answers fail with probability 0.1 + 0.8 * p(x) (the
+    logistic above), and one control replay per trace failing with probability 0.1; the
+    path never changes, so only the outcome can show the dose."""
+    from quiver._interventional import PairRow
+
+    def row(trace: int, step: int, stratum: str, fails: bool, magnitude: float) -> PairRow:
+        return PairRow.from_json({"perturbation_id": "p", "trace_id": f"t{trace}",
+                                   "input_id": f"in-{trace % INPUTS:03d}", "repeat": 0,
+                                  "status": "ok", "node": "n", "op": "list_edit", "params": {}, "step": step,
+                                  "stratum": stratum, "magnitude": magnitude, "D_shape": False, "D_iter": 0,
+                                  "D_output": True, "D_struct": False, "d": {},
+                                  "outcome": {"baseline": "pass", "replay": "fail" if fails else "pass",
+                                              "score": None}})
+
+    rows = [row(slot, step, "effective", bool(rng.random() < 0.1 + 0.8 * _p(x)), x)
+            for step, x in enumerate(levels) for slot in range(per_level)]
+    controls = [row(t, 0, "control", bool(rng.random() < 0.1), 0.0) for t in range(per_level)]
+    return rows, controls
+
+
+def test_a_ladder_following_the_outcome_finds_where_answers_start_to_fail_with_the_path_unchanged() -> None:
+    """The outcome curve's excess at each level is the failure rate minus the same
+    trace's control failure rate, recomputed here by hand; its plateau is about 0.8 and
+    its midpoint about 0.37, though no replay's path changed."""
+    from quiver._interventional import adaptive_curve
+
+    levels = [0.2, 0.3, 0.35, 0.4, 0.45, 0.6, 0.8]
+    rows, controls = _outcome_rows(np.random.default_rng(7), levels, 120)
+    curve = adaptive_curve(rows, controls, None, levels, "outcome", "fraction", resamples=500, seed=0)
+    control = {r.trace_id: float(r.outcome["replay"] != "pass") for r in controls}  # one control a trace
+    for point in curve.points:
+        at = [r for r in rows if r.step == point.step]
+        by_hand = sum(float(r.outcome["replay"] != "pass") - control[r.trace_id] for r in at) / len(at)
+        assert point.excess.value == pytest.approx(by_hand, abs=1e-12) and point.n == len(at)
+    assert curve.event == "outcome" and curve.plateau.value == pytest.approx(0.8, abs=0.1)
+    assert curve.midpoint.value is not None and abs(curve.midpoint.value - MIDPOINT) <= 0.05
+    assert curve.onset is not None and curve.onset <= 0.4
+    assert DoseResponse.from_json(curve.to_json()).event == "outcome"
+
+
+def test_without_a_control_the_outcome_reference_is_the_recording_and_rows_without_outcomes_are_left_out() -> None:
+    from quiver._interventional import PairRow, adaptive_curve
+
+    rows = [PairRow.from_json({"perturbation_id": "p",
+                               "trace_id": f"t{i}", "input_id": f"in-{i}", "repeat": 0, "status": "ok", "node": "n",
+                               "op": "list_edit", "params": {}, "step": 0, "stratum": "effective", "magnitude": 0.5,
+                               "D_shape": False, "D_iter": 0, "D_output": False, "D_struct": False, "d": {},
+                               **({} if i >= 8 else {"outcome": {"baseline": "fail" if i < 2 else "pass",
+                                                                 "replay": "error" if i < 6 else "pass",
+                                                                 "score": None}})})
+            for i in range(10)]
+    curve = adaptive_curve(rows, [], None, [0.5], "outcome", "fraction", resamples=200, seed=0)
+    [point] = curve.points
+    # 8 rows carry an outcome; 6 did not pass (an error is not a pass), 2 recordings failed
+    assert point.n == 8 and point.n_events == 6 and point.excess.value == pytest.approx((6 - 2) / 8)

@@ -9,6 +9,10 @@ give thresholds consistent with ``truth.yaml``, with their intervals.
   threshold lies between polite's and verbose's mean rewriter distance, and truth.yaml's
   threshold (0.094, the smallest distance of a swap that moves a decision) lies in that
   bracket.
+* **Where answers start to break**: every ladder's replays carry the spec's outcome, so
+  each reports an outcome curve (the excess of replays whose outcome does not pass over
+  the control replays'), recomputed here from ``pairs.jsonl``; ``fragments-answers``
+  searches the same fraction placing its rounds by that curve (``event: outcome``).
 * **The share of the initial discovery's fragments removed** (a ladder over ``fraction``).
   The smallest fraction removes one fragment from every list, which at argmax moves a
   decision in 24.5% of the cases, averaged over inputs (truth.yaml
@@ -104,6 +108,61 @@ def test_the_fraction_curve_has_a_midpoint_with_an_interval_inside_its_resolutio
     assert len(adaptive["rounds"]) >= 2 and adaptive["rounds"][-1]["stop"] == adaptive["stopped"]
 
 
+def _failed(status: str | None) -> float | None:
+    return None if status is None else float(status != "pass")
+
+
+def test_the_outcome_curve_of_each_ladder_equals_its_recomputation_from_the_pairs(run_dir: Path,
+                                                                                  campaign: dict[str, Any]) -> None:
+    """Per level: the share of effective replays whose outcome did not pass, minus the
+    same trace's control failure rate (its recording's when no control replay of it has
+    an outcome), recomputed from pairs.jsonl, equals the curve's excess to 0.005."""
+    rows = [json.loads(line) for line in (run_dir / "pairs.jsonl").read_text().splitlines()]
+    controls: dict[str, list[float]] = {}
+    for r in rows:
+        if r["perturbation_id"].startswith("control.discovery.") and r["status"] == "ok":
+            f = _failed((r.get("outcome") or {}).get("replay"))
+            if f is not None:
+                controls.setdefault(r["trace_id"], []).append(f)
+    for pid in ("fragments-share", "fragments-answers"):
+        curve = campaign[pid]["adaptive"]["outcome"]
+        levels = campaign[pid]["adaptive"]["levels"]
+        for point in curve["points"]:
+            diffs = []
+            for r in rows:
+                outcome = r.get("outcome") or {}
+                f = _failed(outcome.get("replay"))
+                if (r["perturbation_id"] != pid or r["status"] != "ok" or r.get("stratum") != "effective"
+                        or f is None or levels[r["step"]] != point["level"]):
+                    continue
+                mine = controls.get(r["trace_id"])
+                reference = sum(mine) / len(mine) if mine else _failed(outcome.get("baseline"))
+                if reference is not None:
+                    diffs.append(f - reference)
+            assert point["n"] == len(diffs) and abs(point["excess"] - sum(diffs) / len(diffs)) <= 0.005, (pid, point)
+
+
+def test_a_ladder_following_the_outcome_places_its_rounds_by_the_outcome_curve(run_dir: Path,
+                                                                              campaign: dict[str, Any]) -> None:
+    """``event: outcome``: every round after the coarse one was decided on the outcome's
+    curve (the last round knew its plateau, midpoint and onset), and the finding says
+    from which fraction answers fail beyond control."""
+    adaptive = campaign["fragments-answers"]["adaptive"]
+    curve = adaptive["outcome"]
+    assert adaptive["settings"]["event"] == "outcome" and curve["event"] == "outcome"
+    last = adaptive["rounds"][-1]
+    assert last["stop"] == adaptive["stopped"] and adaptive["replays"] <= adaptive["settings"]["max_replays"]
+    assert last["known"]["plateau"] == curve["plateau"] and last["known"]["onset"] == curve["onset"]
+    assert last["known"]["midpoint"] == curve["midpoint"]
+    assert last["known"]["plateau"] != adaptive["beta_shape"]["plateau"]  # not the path's curve
+    # removing fragments makes answers fail beyond control somewhere in the range
+    assert curve["onset"] is not None and curve["plateau"] > 0 and curve["plateau_ci"][0] > 0
+    report = (run_dir / "report.md").read_text()
+    assert "Perturbation `fragments-answers` (an adaptive ladder over fraction): answers fail beyond control from " \
+           f"fraction = {curve['onset']:.3f} on" in report
+    assert "outcome (followed)" in report
+
+
 def test_the_adaptive_campaign_page_draws_no_text_over_another(run_dir: Path,
                                                               tmp_path_factory: pytest.TempPathFactory) -> None:
     """The adaptive campaign's report.html in Chromium: its findings say each ladder's
@@ -116,7 +175,7 @@ def test_the_adaptive_campaign_page_draws_no_text_over_another(run_dir: Path,
     from pagecheck import screenshots, text_count, text_problems
 
     html = (run_dir / "report.html").read_text()
-    assert html.count('class="finding finding-adaptive"') == 2
+    assert html.count('class="finding finding-adaptive"') == 3
     folder = tmp_path_factory.mktemp("screenshots")
     with sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
