@@ -227,3 +227,17 @@ def test_nodes_another_pipeline_declared_in_this_process_do_not_hide_this_one_s(
     with pytest.raises(SpecError, match=r"unknown node 'scor': no baseline trace ran it; the baseline's nodes are "
                                         r"decide, hold, input, route, score"):
         run.checked_baseline()
+
+
+def test_a_ladder_following_the_outcome_without_outcomes_is_refused_in_one_line(baseline: Path,
+                                                                                tmp_path: Path) -> None:
+    """The dose pipeline has no outcome checks and its recording no outcome: a ladder with
+    ``event: outcome`` has nothing to follow, and the command says so naming the spec."""
+    spec = _spec(tmp_path, baseline, "outcome")
+    spec.write_text(spec.read_text().replace("max_replays: 3000}", "max_replays: 3000, event: outcome}"))
+    proc = subprocess.run(_cli("run", str(spec)), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{spec}:" in lines[0], proc.stderr
+    assert "perturbation 'shift' follows the outcome, but the spec has no outcome checks" in lines[0]
+    assert not (tmp_path / "outcome" / "ledger.sqlite").exists()
