@@ -46,19 +46,19 @@ SUPPORT = Agent(name="support", instructions="You are the support desk. Use one 
 
 
 @SUPPORT.tool_plain
-def lookup_invoice(query: str) -> str:
+def lookup_invoice(query: str = "") -> str:
     """Look an invoice up by its four-digit number."""
     return json.dumps({"invoice": query, "status": INVOICES.get(query, "unknown")})
 
 
 @SUPPORT.tool_plain
-def check_service(query: str) -> str:
+def check_service(query: str = "") -> str:
     """The state of one of our services (email, login, api, dashboard)."""
     return json.dumps({"service": query, "state": SERVICES.get(query, "unknown")})
 
 
 @SUPPORT.tool
-async def escalate(ctx: RunContext[None], query: str) -> str:
+async def escalate(ctx: RunContext[None], query: str = "") -> str:
     """Hand the case to the escalation team, who open a ticket."""
     result = await ESCALATION.run(query, model=_model("pa-escalation"), usage=ctx.usage)
     return result.output.model_dump_json()
