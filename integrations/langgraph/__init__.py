@@ -39,6 +39,28 @@ What a recording then holds, read from LangGraph's own structure:
   feeds records the template id, and a replay's ``prompt_swap`` renders the variant in
   its place (``placeholder`` sections stand for ``MessagesPlaceholder``s).
 
+**The prebuilt ReAct agent.** A graph ``langgraph.prebuilt.create_react_agent`` built is
+recorded with the model every agent integration shares (:mod:`.react`;
+``quiver.integrations.openai_agents``, ``quiver.integrations.pydantic_ai``) instead of as
+its ``agent`` and ``tools`` graph nodes::
+
+    desk = instrument(create_react_agent(model, [lookup_invoice, check_service], name="desk"))
+
+* each model turn is a call of the node named by the agent (the graph's ``name``;
+  ``agent`` when it has none), its inputs the state's messages and its output what the
+  turn decided: ``text``, ``tool_calls`` (``{"name", "arguments"}``), ``tool`` (the
+  first one's name); its decision ``tools`` (the tools it called);
+* each tool call is a call of the ``tool`` node named by the tool, its inputs the
+  call's arguments and its output what the tool returned (a JSON text as its value);
+* parents follow the conversation by tool call ids (the routing out of ``agent`` and
+  ``tools`` is the turn's ``tools`` decision, not a gate of its own); the graph's other
+  nodes (model hooks, the structured response) are graph nodes as above.
+
+A ``categorical_flip`` / ``override`` of a turn's ``tool`` serves its recorded answer
+with the tool call renamed (LangGraph runs the other tool, the next turn runs live on
+its result); an ``override`` of a tool node's output hands the ``ToolNode`` that value;
+``param_change`` and ``prompt_swap`` with ``node:`` the agent's name act on its turns.
+
 Outside a recording or a replay every wrapper is a pass-through; checkpointers and
 interrupts work as before (an interrupted node's call ends with the interrupt as its
 error, and the resumed run records it again).
@@ -73,7 +95,9 @@ def instrument(graph: Any, *, kinds: Mapping[str, str] | None = None) -> Any:
             ``router``), which wins over what the node's calls did; a ``ToolNode`` is
             ``tool`` without being named here, and every other node is typed by what
             each of its calls did (``llm`` when it made an LLM call, else
-            ``retrieval`` when its update holds documents, else ``transform``).
+            ``retrieval`` when its update holds documents, else ``transform``). A
+            graph ``create_react_agent`` built records its ``agent`` and ``tools``
+            nodes as the agent's turns and tools, whatever ``kinds`` says of them.
 
     Raises:
         InstrumentationError: ``graph`` is not a LangGraph graph, or ``kinds`` names a
