@@ -21,12 +21,26 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from agent_front import campaign, check, message_of, printed_llm_calls, record, serving
+from agent_front import (
+    campaign,
+    check,
+    check_conversation,
+    check_override_read,
+    check_tool_flips,
+    message_of,
+    printed_llm_calls,
+    record,
+    serving,
+    tool_called,
+    tool_result_says,
+    turns,
+)
 from counting_front import CountingFront
 
-from quiver import Trace, load_traces
+from quiver import load_traces
 
-DESK = Path(__file__).parents[1] / "pipelines" / "react_desk"
+PIPELINES = Path(__file__).parents[1] / "pipelines"
+DESK = PIPELINES / "react_desk"
 TOOLS = {"lookup_invoice", "check_service"}
 MODELS = {"desk": "lg-react", "summary": "lg-summary"}
 MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
@@ -35,7 +49,7 @@ MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
 
 @pytest.fixture(scope="module")
 def front() -> Iterator[CountingFront]:
-    with serving(DESK) as counting:
+    with serving(PIPELINES / "desk_models.py") as counting:
         yield counting
 
 
@@ -47,10 +61,6 @@ def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory
     return root, spec, sent, done
 
 
-def _turns(trace: Trace, node: str = "desk") -> list[Any]:
-    return [c for c in trace.calls if c.node == node]
-
-
 def test_recorded_nodes_are_the_agent_and_its_tools_with_the_conversation_as_parents(
         recorded: tuple[Path, Path, list[dict[str, Any]], Any]) -> None:
     root, _, sent, done = recorded
@@ -58,25 +68,15 @@ def test_recorded_nodes_are_the_agent_and_its_tools_with_the_conversation_as_par
     assert len(traces) == 12 and all(t.status == "ok" for t in traces)
     assert {c.node for t in traces for c in t.calls} == {"input", "desk", "summary", *TOOLS}
     for trace in traces:
-        by_id = {c.call_id: c for c in trace.calls}
-        first, *rest = _turns(trace)
-        assert first.kind == "llm" and [by_id[p].node for p in first.parents] == ["input"]
-        assert first.decision == {"tools": [c["name"] for c in first.output["tool_calls"]]}
-        tools = [c for c in trace.calls if c.kind == "tool"]
-        assert [c.node for c in tools] == first.decision["tools"] == trace.output["tools"]
-        for tool in tools:
-            assert [by_id[p].node for p in tool.parents] == ["desk"] and tool.tool is not None
-            assert tool.tool.args == first.output["tool_calls"][0]["arguments"]
-        assert len(rest) == len(tools)  # a tool call, then the answer
-        for turn in rest:
-            assert sorted(by_id[p].node for p in turn.parents) == sorted(["desk", *(t.node for t in tools)])
-        assert _turns(trace)[-1].output["text"] == trace.output["answer"]
-        (summary,) = _turns(trace, "summary")
-        assert [by_id[p].node for p in summary.parents] == ["desk"]  # it reads the agent's answer
+        first, rest, tools = check_conversation(trace, "desk")
+        assert len(rest) == len(tools)  # a turn that calls a tool, then one that answers
+        assert [first, *rest][-1].output["text"] == trace.output["answer"]
+        (summary,) = turns(trace, "summary")
+        assert [c.node for c in trace.calls if c.call_id in summary.parents] == ["desk"]  # it reads the answer
     summary_json = json.loads((root / "rec" / "summary.json").read_text())
     assert summary_json["llm_calls"] == len(sent) == printed_llm_calls(done.stdout + done.stderr)
-    turns = Counter(MODELS[c.node] for t in traces for c in t.calls if c.kind == "llm")
-    assert Counter(r["model"] for r in sent) == turns
+    made = Counter(MODELS[c.node] for t in traces for c in t.calls if c.kind == "llm")
+    assert Counter(r["model"] for r in sent) == made
 
 
 def test_a_frozen_check_sends_nothing(recorded: tuple[Path, Path, list[dict[str, Any]], Any],
@@ -87,33 +87,17 @@ def test_a_frozen_check_sends_nothing(recorded: tuple[Path, Path, list[dict[str,
     assert sent == []
 
 
-def _tool_called(request: dict[str, Any]) -> str | None:
-    """The tool whose call the request's conversation carries (its last assistant message's)."""
-    calls = [c for m in request["body"]["messages"] if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    return calls[-1]["function"]["name"] if calls else None
-
-
 def test_every_flip_of_the_tool_chosen_runs_that_tool_live(
         recorded: tuple[Path, Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
     root, _, _, _ = recorded
     out, sent, done = campaign(front, DESK, root, "flip", "  - {id: flip, node: desk, op: categorical_flip, "
                                                          "params: {field: tool}}",
                                function="run", model="lg-react", controls=0)
-    row = json.loads((out / "campaign.json").read_text())["perturbations"][0]
-    assert row["effective"] == 12 and row["not_applied"] == 0 and row["failed"] == 0
-    baselines = {t.trace_id: t for t in load_traces(root / "rec" / "traces.jsonl").traces}
-    named: Counter[tuple[str, str]] = Counter()
-    for replay in load_traces(out / "replays.jsonl").traces:
-        before = _turns(baselines[replay.trace_id.split("~")[0]])[0].output["tool"]
-        first, *rest = _turns(replay)
-        after = first.output["tool"]
-        assert after in TOOLS and after != before and first.decision["tools"] == [after]
-        assert [c.node for c in replay.calls if c.kind == "tool"] == [after] == replay.output["tools"]
-        assert rest and rest[-1].output["text"] == replay.output["answer"]
-        named[(after, MESSAGES[replay.input_id])] += len(rest)
+    named, replays = check_tool_flips(out, root / "rec" / "traces.jsonl", "desk", TOOLS, MESSAGES)
+    assert len(replays) == 12 and all(turns(r, "desk")[-1].output["text"] == r.output["answer"] for r in replays)
     # the next turns' requests carry the flipped tool's call, for that message, as many as the replays name; the
     # flipped turn was served (no request); the summary ran live on every replay
-    at_front = Counter((_tool_called(r), message_of(r)) for r in sent if r["model"] == "lg-react")
+    at_front = Counter((tool_called(r), message_of(r)) for r in sent if r["model"] == "lg-react")
     assert at_front == named
     assert Counter(r["model"] for r in sent)["lg-summary"] == 12
     assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
@@ -130,14 +114,10 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_the_
     assert rows["invoice-paid"]["effective"] > 0 and rows["invoice-paid"]["not_applied"] == 0
     assert rows["desk-hot"]["not_applied"] == 0 and rows["desk-hot"]["failed"] == 0
     replays = [r for r in load_traces(out / "replays.jsonl").traces if "control" not in r.trace_id]
-    paid = 0
-    for replay in replays:
-        if "~invoice-paid/" in replay.trace_id and _turns(replay, "lookup_invoice")[0].output["status"] == "paid":
-            assert "paid" in _turns(replay)[-1].output["text"]
-            paid += replay.input_id == "invoice-1002"
+    paid = check_override_read(replays, "invoice-paid", "desk", "invoice-1002")
     assert paid > 0
     overridden = [r for r in sent if r["model"] == "lg-react" and message_of(r) == MESSAGES["invoice-1002"]
-                  and any(m.get("role") == "tool" and '"paid"' in str(m.get("content")) for m in r["body"]["messages"])]
+                  and tool_result_says(r, '"paid"')]
     assert len(overridden) == paid
     # one hot request per replay of the parameter change (its target turn's), all the agent's: never the summary's
     hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]

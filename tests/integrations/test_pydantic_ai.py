@@ -21,12 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_front import campaign, check, message_of, printed_llm_calls, record, serving
+from agent_front import (
+    campaign,
+    check,
+    check_conversation,
+    check_override_read,
+    check_tool_flips,
+    message_of,
+    printed_llm_calls,
+    record,
+    serving,
+    tool_called,
+    tool_result_says,
+    turns,
+)
 from counting_front import CountingFront
 
-from quiver import InstrumentationError, Trace, load_traces
+from quiver import InstrumentationError, load_traces
 
-DESK = Path(__file__).parents[1] / "pipelines" / "pydantic_desk"
+PIPELINES = Path(__file__).parents[1] / "pipelines"
+DESK = PIPELINES / "pydantic_desk"
 TOOLS = {"lookup_invoice", "check_service", "escalate"}
 MODELS = {"support": "pa-support", "escalation": "pa-escalation"}
 MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
@@ -35,7 +49,7 @@ MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
 
 @pytest.fixture(scope="module")
 def front() -> Iterator[CountingFront]:
-    with serving(DESK) as counting:
+    with serving(PIPELINES / "desk_models.py") as counting:
         yield counting
 
 
@@ -47,10 +61,6 @@ def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory
     return root, spec, sent, done
 
 
-def _turns(trace: Trace, node: str) -> list[Any]:
-    return [c for c in trace.calls if c.node == node]
-
-
 def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parents(
         recorded: tuple[Path, Path, list[dict[str, Any]], Any]) -> None:
     root, _, sent, done = recorded
@@ -58,27 +68,18 @@ def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parent
     assert len(traces) == 14 and all(t.status == "ok" for t in traces)
     assert {c.node for t in traces for c in t.calls} == {"input", "support", "escalation", *TOOLS}
     for trace in traces:
-        by_id = {c.call_id: c for c in trace.calls}
-        first, *rest = _turns(trace, "support")
-        assert first.kind == "llm" and [by_id[p].node for p in first.parents] == ["input"]
-        assert first.decision == {"tools": [c["name"] for c in first.output["tool_calls"]]}
-        tools = [c for c in trace.calls if c.kind == "tool"]
-        assert [c.node for c in tools] == first.decision["tools"] and trace.output["tools"] == first.decision["tools"]
-        for tool in tools:
-            assert [by_id[p].node for p in tool.parents] == ["support"] and tool.tool is not None
-        for turn in rest:  # the next turn reads the turn before it and the tools that answered it
-            assert sorted(by_id[p].node for p in turn.parents) == sorted(["support", *(t.node for t in tools)])
-        for inner in _turns(trace, "escalation"):  # the delegated agent: under the tool's call, its parent
+        _, _, tools = check_conversation(trace, "support")
+        for inner in turns(trace, "escalation"):  # the delegated agent: under the tool's call, its parent
             (escalate,) = [c for c in tools if c.node == "escalate"]
             assert inner.call_path.startswith(escalate.call_path + "/") and inner.parents == [escalate.call_id]
             assert set(inner.output["output"]) == {"team", "severity"} and inner.output["tool_calls"] == []
             assert escalate.output == inner.output["output"]
-    assert {t.input_id for t in traces if _turns(t, "escalation")} == {"api-urgent", "angry-1003"}
+    assert {t.input_id for t in traces if turns(t, "escalation")} == {"api-urgent", "angry-1003"}
     # every count the engine gives is the front's
     summary = json.loads((root / "rec" / "summary.json").read_text())
     assert summary["llm_calls"] == len(sent) == printed_llm_calls(done.stdout + done.stderr)
-    turns = Counter(MODELS[c.node] for t in traces for c in t.calls if c.kind == "llm")
-    assert Counter(r["model"] for r in sent) == turns
+    made = Counter(MODELS[c.node] for t in traces for c in t.calls if c.kind == "llm")
+    assert Counter(r["model"] for r in sent) == made
 
 
 def test_a_frozen_check_sends_nothing(recorded: tuple[Path, Path, list[dict[str, Any]], Any],
@@ -89,36 +90,19 @@ def test_a_frozen_check_sends_nothing(recorded: tuple[Path, Path, list[dict[str,
     assert sent == []
 
 
-def _tool_called(request: dict[str, Any]) -> str | None:
-    """The tool whose call the request's conversation carries (its last assistant message's)."""
-    calls = [c for m in request["body"]["messages"] if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    return calls[-1]["function"]["name"] if calls else None
-
-
 def test_every_flip_of_the_tool_chosen_runs_that_tool_live(
         recorded: tuple[Path, Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
     root, _, _, _ = recorded
     out, sent, done = campaign(front, DESK, root, "flip", "  - {id: flip, node: support, op: categorical_flip, "
                                                          "params: {field: tool}}",
                                function="run", model="pa-support", controls=0)
-    row = json.loads((out / "campaign.json").read_text())["perturbations"][0]
-    assert row["effective"] == 14 and row["not_applied"] == 0 and row["failed"] == 0
-    baselines = {t.trace_id: t for t in load_traces(root / "rec" / "traces.jsonl").traces}
-    named: Counter[tuple[str, str]] = Counter()
-    escalations = 0
-    for replay in load_traces(out / "replays.jsonl").traces:
-        before = _turns(baselines[replay.trace_id.split("~")[0]], "support")[0].output["tool"]
-        first, *rest = _turns(replay, "support")
-        after = first.output["tool"]
-        assert after in TOOLS and after != before and first.decision["tools"] == [after]
-        assert [c.node for c in replay.calls if c.kind == "tool"] == [after]  # the flipped tool ran, not the recorded
-        assert replay.output["tools"] == [after] and rest
-        named[(after, MESSAGES[replay.input_id])] += len(rest)
-        escalations += len(_turns(replay, "escalation"))
+    named, replays = check_tool_flips(out, root / "rec" / "traces.jsonl", "support", TOOLS, MESSAGES)
+    assert len(replays) == 14
+    escalations = sum(len(turns(r, "escalation")) for r in replays)
     assert escalations > 0
     # the front received the next turns' requests carrying the flipped tool's call, for that message, as many as the
     # replays name; the flipped turn was served (no request); the delegated agent ran live where escalate was chosen
-    at_front = Counter((_tool_called(r), message_of(r)) for r in sent if r["model"] == "pa-support")
+    at_front = Counter((tool_called(r), message_of(r)) for r in sent if r["model"] == "pa-support")
     assert at_front == named
     assert Counter(r["model"] for r in sent)["pa-escalation"] == escalations
     assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
@@ -135,19 +119,15 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_
     assert rows["invoice-paid"]["effective"] > 0 and rows["invoice-paid"]["not_applied"] == 0
     assert rows["escalation-hot"]["not_applied"] == 0 and rows["escalation-hot"]["failed"] == 0
     replays = [r for r in load_traces(out / "replays.jsonl").traces if "control" not in r.trace_id]
-    paid = 0
-    for replay in replays:
-        if "~invoice-paid/" in replay.trace_id and _turns(replay, "lookup_invoice")[0].output["status"] == "paid":
-            assert "paid" in _turns(replay, "support")[-1].output["text"]
-            paid += replay.input_id == "invoice-1002"
+    paid = check_override_read(replays, "invoice-paid", "support", "invoice-1002")
     assert paid > 0
     # at the front: the next turn of the overridden 1002 lookups read "paid"; the hot requests are the escalation
     # agent's, one per escalation turn of the parameter change's replays
     overridden = [r for r in sent if r["model"] == "pa-support" and message_of(r) == MESSAGES["invoice-1002"]
-                  and any(m.get("role") == "tool" and '"paid"' in str(m.get("content")) for m in r["body"]["messages"])]
+                  and tool_result_says(r, '"paid"')]
     assert len(overridden) == paid
     hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]
-    hot_turns = sum(len(_turns(r, "escalation")) for r in replays if "~escalation-hot/" in r.trace_id)
+    hot_turns = sum(len(turns(r, "escalation")) for r in replays if "~escalation-hot/" in r.trace_id)
     assert hot and {r["model"] for r in hot} == {"pa-escalation"} and len(hot) == hot_turns
     assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
 

@@ -1,9 +1,13 @@
-"""Simulated models of the ReAct support desk (``pipeline.py``).
+"""Simulated models of the tool desks (``pydantic_desk``, ``react_desk``).
 
-* ``lg-react``: on the customer's message, calls one tool with the invoice number or
-  the service it names as ``query``: billing words -> ``lookup_invoice``, technical
-  words -> ``check_service`` (the other now and then); a greeting is answered without a
-  tool. Given a tool's result, it answers from it in one of two wordings.
+* ``pa-support`` and ``lg-react`` (the desks' agents): on the customer's message, call
+  one tool with the invoice number or the service it names as ``query``: billing words
+  -> ``lookup_invoice``, technical words -> ``check_service`` (the other now and then),
+  urgent or angry words -> ``escalate`` (when the request offers it); a greeting is
+  answered without a tool. Given a tool's result, they answer from it in one of two
+  wordings.
+* ``pa-escalation`` answers through pydantic-ai's output tool with a team and a sampled
+  severity.
 * ``lg-summary`` (JSON): which team follows up, from the desk's answer.
 """
 
@@ -30,20 +34,33 @@ def _answer(result: str) -> str:
         return result
     if "status" in value:
         return f"Invoice {value.get('invoice')} is {value['status']}."
-    return f"The {value.get('service')} service is {value.get('state')}."
+    if "state" in value:
+        return f"The {value.get('service')} service is {value['state']}."
+    return f"The {value.get('team')} team has your case ({value.get('severity')} severity)."
 
 
-@sim_model("lg-react")
-def react(req: SimRequest) -> ToolCall | Text:
+def desk(req: SimRequest) -> ToolCall | Text:
     text = req.last_user.lower()
     if req.tool_results:
         answer = _answer(req.tool_results[-1])
         return Text({answer: 1.0, f"I checked for you: {answer}": 0.5})
+    if "escalate" in req.tool_names and any(w in text for w in ("urgent", "angry")):
+        return ToolCall("escalate", {"query": req.last_user})
     if any(w in text for w in ("invoice", "bill", "paid")):
         return ToolCall({"lookup_invoice": 2.0, "check_service": -1.0}, {"query": _query(text)})
     if any(w in text for w in ("down", "slow", "error", "login")):
         return ToolCall({"check_service": 2.0, "lookup_invoice": -1.0}, {"query": _query(text)})
     return Text({"Hello! How can I help?": 1.0, "Hi, what can I do for you?": 0.6})
+
+
+sim_model("pa-support")(desk)
+sim_model("lg-react")(desk)
+
+
+@sim_model("pa-escalation")
+def escalation(req: SimRequest) -> ToolCall:
+    team = "technical" if _SERVICE.search(req.last_user.lower()) else "billing"
+    return ToolCall("final_result", Fields(team=team, severity={"high": 1.0, "low": 0.3}))
 
 
 @sim_model("lg-summary")
