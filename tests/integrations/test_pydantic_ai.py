@@ -108,11 +108,13 @@ def test_every_flip_of_the_tool_chosen_runs_that_tool_live(
     assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
 
 
-def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_agent(
+def test_a_tool_override_feeds_the_next_turn_and_execution_changes_reach_one_agent(
         recorded: tuple[Path, Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
     root, _, _, _ = recorded
     perturbations = ("  - {id: invoice-paid, node: lookup_invoice, op: override, params: {set: {status: paid}}}\n"
-                     "  - {id: escalation-hot, node: escalation, op: param_change, params: {temperature: 1.9}}")
+                     "  - {id: escalation-hot, node: escalation, op: param_change, params: {temperature: 1.9}}\n"
+                     "  - {id: escalate-all, node: support, op: prompt_swap, "
+                     f"params: {{message: {{role: system}}, variant: {DESK / 'escalate_all.txt'}}}}}")
     out, sent, done = campaign(front, DESK, root, "tools", perturbations, function="run", model="pa-support",
                                controls=1)
     rows = {p["id"]: p for p in json.loads((out / "campaign.json").read_text())["perturbations"]}
@@ -129,6 +131,13 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_
     hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]
     hot_turns = sum(len(turns(r, "escalation")) for r in replays if "~escalation-hot/" in r.trace_id)
     assert hot and {r["model"] for r in hot} == {"pa-escalation"} and len(hot) == hot_turns
+    # the support agent's swapped instructions: its first turn's request carries them (the front has one such
+    # request per replay) and escalates; the turns after it are sent with the agent's own instructions
+    swapped = [r for r in replays if "~escalate-all/" in r.trace_id]
+    assert swapped and rows["escalate-all"]["failed"] == 0
+    assert all(turns(r, "support")[0].output["tool"] == "escalate" for r in swapped)
+    with_variant = [r for r in sent if "Escalate every case" in json.dumps(r["body"]["messages"])]
+    assert {r["model"] for r in with_variant} == {"pa-support"} and len(with_variant) == len(swapped)
     assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
 
 

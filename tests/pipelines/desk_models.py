@@ -3,9 +3,9 @@
 * ``pa-support`` and ``lg-react`` (the desks' agents): on the customer's message, call
   one tool with the invoice number or the service it names as ``query``: billing words
   -> ``lookup_invoice``, technical words -> ``check_service`` (the other now and then),
-  urgent or angry words -> ``escalate`` (when the request offers it); a greeting is
-  answered without a tool. Given a tool's result, they answer from it in one of two
-  wordings.
+  urgent or angry words -> ``escalate`` (when the request offers it; every message when
+  the instructions say to escalate every case); a greeting is answered without a tool.
+  Given a tool's result, they answer from it in one of two wordings.
 * ``pa-escalation`` answers through pydantic-ai's output tool with a team and a sampled
   severity.
 * ``lg-summary`` (JSON): which team follows up, from the desk's answer.
@@ -44,7 +44,8 @@ def desk(req: SimRequest) -> ToolCall | Text:
     if req.tool_results:
         answer = _answer(req.tool_results[-1])
         return Text({answer: 1.0, f"I checked for you: {answer}": 0.5})
-    if "escalate" in req.tool_names and any(w in text for w in ("urgent", "angry")):
+    escalating = "escalate every" in req.system_text.lower() or any(w in text for w in ("urgent", "angry"))
+    if "escalate" in req.tool_names and escalating:
         return ToolCall("escalate", {"query": req.last_user})
     if any(w in text for w in ("invoice", "bill", "paid")):
         return ToolCall({"lookup_invoice": 2.0, "check_service": -1.0}, {"query": _query(text)})
