@@ -7,7 +7,8 @@
   groups = inputs).
 * :func:`compare_corpora`: two corpora over the same inputs (two deployments, two weeks
   of production). Per node, the *within-corpus* divergence rate of each (the share of
-  same-input pairs of that corpus where the node's outputs, decisions or call count
+  same-input pairs of that corpus where the node's outputs, decisions, tool calls (a
+  handoff of an agent SDK is one, whatever wire format carried it) or call count
   differ, over the pairs where it ran), the *across-corpus* rate (pairs of one trace
   from each, of different repeats: repeat r of two recordings at one seed shares its samples),
   the shift of the within rate (after - before) and the excess of the
@@ -16,8 +17,8 @@
   is *reached* by what changed when the excess's interval lies above 0; it became *less
   consistent* when the shift's interval lies above 0 (``quiver compare`` exits 1). What
   changed is read from the recorded contexts: template hashes, model versions and
-  parameters, retrieval content hashes under the same document id, tool responses to the
-  same arguments.
+  sampling parameters, the tools offered, retrieval content hashes under the same
+  document id, tool responses to the same arguments.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from quiver._canonical import canonical_json
-from quiver._diff import PairDiff, diff_traces
+from quiver._diff import REQUEST_FIELDS, PairDiff, answer_view, diff_traces
 from quiver._errors import QuiverError
 from quiver._stats import (
     DASH,
@@ -152,9 +153,11 @@ def first_divergence_markdown(data: dict[str, Any] | None) -> list[str]:
 
 
 def _node_views(trace: Trace) -> dict[str, list[str]]:
+    """node -> what each of its calls produced: output, decisions, the tool calls its
+    model answered with (:func:`quiver._diff.answer_view`)."""
     out: dict[str, list[str]] = {}
     for call in sorted(trace.calls, key=lambda c: (c.node, c.occurrence)):
-        out.setdefault(call.node, []).append(canonical_json([call.output, call.decision]))
+        out.setdefault(call.node, []).append(answer_view(call))
     return out
 
 
@@ -303,7 +306,8 @@ def _finite(draws: np.ndarray | None) -> np.ndarray:
 
 
 def _contexts(traces: list[Trace]) -> dict[str, dict[str, set[str]]]:
-    """node -> {what: the recorded values}: templates, models, params, docs, tool responses."""
+    """node -> {what: the recorded values}: templates, models, sampling parameters, the
+    tools offered, docs, tool responses."""
     out: dict[str, dict[str, set[str]]] = {}
     for t in traces:
         for c in t.calls:
@@ -311,8 +315,11 @@ def _contexts(traces: list[Trace]) -> dict[str, dict[str, set[str]]]:
             if c.prompt is not None and c.prompt.template_hash:
                 ctx.setdefault("template", set()).add(f"{c.prompt.template_id}={c.prompt.template_hash}")
             if c.model is not None:
+                params = c.model.params
                 ctx.setdefault("model", set()).add(f"{c.model.name} (version {c.model.version})")
-                ctx.setdefault("params", set()).add(canonical_json(c.model.params))
+                ctx.setdefault("params", set()).add(canonical_json({k: v for k, v in params.items()
+                                                                    if k not in REQUEST_FIELDS}))
+                ctx.setdefault("tools", set()).add(canonical_json(params.get("tools")))
             for d in c.retrieval or ():
                 ctx.setdefault(f"doc {d.doc_id}", set()).add(d.content_hash)
             if c.tool is not None:
@@ -327,10 +334,11 @@ def _context_changes(before: list[Trace], after: list[Trace]) -> dict[str, list[
     for node in dict.fromkeys([*ctx_b, *ctx_a]):
         b, a = ctx_b.get(node, {}), ctx_a.get(node, {})
         lines = []
-        for what in ("template", "model", "params"):
+        for what in ("template", "model", "params", "tools"):
             if what in b and what in a and b[what] != a[what]:
                 gone, new = sorted(b[what] - a[what]), sorted(a[what] - b[what])
-                label = {"template": "prompt template", "model": "model", "params": "sampling parameters"}[what]
+                label = {"template": "prompt template", "model": "model", "params": "sampling parameters",
+                         "tools": "tools offered"}[what]
                 lines.append(f"{label}: {', '.join(_cut(x) for x in gone) or DASH} -> "
                              f"{', '.join(_cut(x) for x in new) or DASH}")
         docs = sorted(k[4:] for k in b.keys() & a.keys() if k.startswith("doc ") and b[k].isdisjoint(a[k]))

@@ -21,8 +21,9 @@ request a live dimension leaves as it was gets the response it got under ``sampl
 without asking the endpoint again, so a dimension's condition pays only for the calls
 it changes (the dimension's downstream), and where it changes nothing its replays are
 those of ``sampling``, call for call. A node *diverges*
-in a replay when the outputs of its calls (in program order) or their number differ from
-the recording. Per node and condition the divergence rate is a mean over replays, with a
+in a replay when what its calls produced (in program order: outputs, decisions and the
+tool calls their model answered with, a handoff of an agent SDK included) or their
+number differ from the recording. Per node and condition the divergence rate is a mean over replays, with a
 95% group-bootstrap interval over inputs; the increment of a dimension is the paired
 difference of its rate over ``sampling``'s, with the same interval.
 """
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from quiver._canonical import canonical_json
+from quiver._diff import answer_view
 from quiver._errors import QuiverError
 from quiver._outdir import make_folder, write_text
 from quiver._progress import Progress
@@ -117,10 +118,12 @@ class Attribution:
 
 
 def _outputs(trace: Trace) -> dict[str, list[str]]:
+    """node -> what each of its calls produced, in program order: output, decisions and
+    the tool calls its model answered with (:func:`quiver._diff.answer_view`)."""
     out: dict[str, list[str]] = {}
     for call in trace.calls:
         if call.kind != "source":
-            out.setdefault(call.node, []).append(canonical_json(call.output))
+            out.setdefault(call.node, []).append(answer_view(call))
     return out
 
 

@@ -31,11 +31,12 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from quiver._canonical import content_hash
 from quiver._errors import OutputError, TraceFormatError
 from quiver._interrupt import Interrupted, deadline
+from quiver._outcome import pass_rate
 from quiver._outdir import LogFile, make_folder, replace, write_bytes, write_text
 from quiver._progress import Progress
 from quiver._trace import (
@@ -53,6 +54,9 @@ from quiver.replay._instrument import TraceBuilder
 from quiver.replay._keys import trace_sample_key
 from quiver.replay._llm import EndpointDown, LLMClient
 from quiver.replay._pipeline import check_pipeline_inputs, run_traced
+
+if TYPE_CHECKING:
+    from quiver.replay._outcome import OutcomeRunner
 
 __all__ = ["InputItem", "RecordResult", "record_corpus", "new_run_id"]
 
@@ -134,6 +138,11 @@ class RecordResult:
     """Requests the replay contract does not account for, by (node, endpoint): LLM APIs the
     engine does not record, HTTP from nodes whose output a replay does not serve
     (:mod:`quiver.replay._capture.wire`)."""
+    judge_calls: int = 0
+    """LLM requests the outcome checks' judges sent this run (apart from the pipeline's)."""
+    outcome: dict[str, Any] | None = None
+    """The corpus's pass rate with its interval and counts
+    (:func:`quiver._outcome.pass_rate`); None without outcome checks."""
 
     def summary(self) -> dict[str, Any]:
         """The summary written to ``summary.json``."""
@@ -157,6 +166,7 @@ class RecordResult:
             "retries": dict(sorted(self.retries.items())),
             "seconds": round(self.seconds, 3),
             "traces_path": str(self.traces_path),
+            **({"judge_calls": self.judge_calls, "outcome": self.outcome} if self.outcome is not None else {}),
         }
 
 
@@ -217,6 +227,7 @@ def _run_one(
     seed: int,
     client: LLMClient | None,
     tally: _Tally,
+    outcome: OutcomeRunner | None = None,
 ) -> Trace:
     builder = TraceBuilder(
         trace_id=f"{run_id}/{item.input_id}/{repeat}", run_id=run_id, pipeline=pipeline_name,
@@ -224,9 +235,12 @@ def _run_one(
         sample_key=trace_sample_key(seed, item.input_id, repeat),
     )
     try:
-        return run_traced(builder, fn, item.inputs, client, log=log)
+        trace = run_traced(builder, fn, item.inputs, client, log=log)
     finally:
         tally.add(builder)
+    if outcome is None:
+        return trace
+    return trace.model_copy(update={"outcome": outcome.evaluate(trace, sample_key=builder.sample_key)})
 
 
 @contextlib.contextmanager
@@ -264,6 +278,7 @@ def record_corpus(
     resume: bool = False,
     retry_failed: bool = False,
     progress_stream: TextIO | None = sys.stderr,
+    outcome: OutcomeRunner | None = None,
 ) -> RecordResult:
     """Run ``fn`` over ``inputs`` x ``repeats`` and write the corpus to ``output_dir``.
 
@@ -278,6 +293,8 @@ def record_corpus(
             (:attr:`RecordResult.already_complete`). Without ``resume`` an earlier
             run's files are overwritten.
         retry_failed: Resume, and record the traces kept as ``failed`` again.
+        outcome: The spec's outcome checks: every trace recorded carries its outcome,
+            and the result its pass rate (judges' requests counted apart).
     """
     t0 = time.monotonic()
     redactor = redactor or Redactor()
@@ -301,7 +318,7 @@ def record_corpus(
         try:
             _execute(
                 fn, pipeline_name, run_id, jobs, seed, llm, concurrency, partial_path, redactor, progress,
-                resume or retry_failed, tally,
+                resume or retry_failed, tally, outcome,
             )
         except KeyboardInterrupt:
             written = sum(1 for _, raw in iter_lines(partial_path) if raw.strip())
@@ -332,6 +349,8 @@ def record_corpus(
             redacted_reads=dict(tally.redacted_reads),
             seconds=time.monotonic() - t0,
             retried=kept.retried, dropped_lines=kept.dropped,
+            judge_calls=outcome.judge_calls if outcome is not None else 0,
+            outcome=pass_rate(traces, seed=seed),
         )
         write_text(result.summary_path, json.dumps(redactor.data(result.summary()), indent=2) + "\n")
         log.info("recorded %s", json.dumps(result.summary()))
@@ -444,6 +463,7 @@ def _execute(
     progress: Progress,
     append: bool,
     tally: _Tally,
+    outcome: OutcomeRunner | None = None,
 ) -> None:
     """Record ``jobs`` on ``concurrency`` threads, writing each trace as it finishes.
 
@@ -466,7 +486,8 @@ def _execute(
                 except IndexError:
                     return
                 try:
-                    result: Trace | BaseException = _run_one(fn, pipeline_name, run_id, item, repeat, seed, llm, tally)
+                    result: Trace | BaseException = _run_one(fn, pipeline_name, run_id, item, repeat, seed, llm, tally,
+                                                       outcome)
                 except BaseException as exc:  # raised again in the writing thread
                     result = exc
                 finished.put(result)

@@ -87,7 +87,8 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
 # --------------------------------------------------------------------------- two workers
 
 SHARED_GROUPS: dict[str, set[str]] = {
-    "ray": {"test_campaign.py", "test_secrets.py", "test_adaptive_ladder.py", "test_agents_example.py"},
+    "ray": {"test_campaign.py", "test_secrets.py", "test_adaptive_ladder.py", "test_agents_example.py",
+            "test_localize.py"},
     "resume": {"test_campaign_resume.py", "test_interrupt.py", "test_record_resume.py", "test_endpoint_down.py",
                "test_output_safety.py"},
 }

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from quiver._canonical import content_hash, to_jsonable
 from quiver._errors import QuiverError
+from quiver._outcome import outcome_from_attributes
 from quiver._trace import CallKind, LLMResponse, NodeCall, PromptInfo, Redactor, ToolStep, Trace, write_traces
 
 from .common import (
@@ -43,7 +44,8 @@ __all__ = ["ImportResult", "import_traces"]
 
 NodeNamer = Callable[[SourceSpan], str]
 _KINDS = set(get_args(CallKind))
-_QUIVER_JSON = {"parents", "decision", "tags", "prompt", "response", "tool.response", "trace.tags", "error"}
+_QUIVER_JSON = {"parents", "decision", "tags", "prompt", "response", "tool.response", "trace.tags", "error",
+                "trace.outcome"}
 _QUIVER_KEYS = _QUIVER_JSON | {
     "call_id", "node", "kind", "occurrence", "call_path", "iteration", "loop", "input_hash", "model.version",
     "trace_id", "run_id", "pipeline", "input_id", "repeat", "status", "retrieval.count",
@@ -65,6 +67,9 @@ class ImportResult:
     """Attribute keys kept in tags (not mapped), with how many spans had them."""
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
     """Spans read by kind and what became of them (:mod:`quiver._importers.reconcile`)."""
+    notes: list[str] = field(default_factory=list)
+    """How files were read where the spans left something out that is not an error (spans written
+    without ids, so without parent links), one line each."""
 
     @property
     def ok(self) -> bool:
@@ -91,6 +96,7 @@ class ImportResult:
             "traces": len(self.traces),
             "groups": self.groups,
             "reconciliation": self.reconciliation.to_json(),
+            "notes": self.notes,
             "attributes": {
                 "mapped": dict(sorted(self.mapped.items())),
                 "kept_in_tags": dict(sorted(self.kept.items())),
@@ -168,7 +174,7 @@ def import_traces(
     result.spans_read = result.reconciliation.records = len(spans)
     spans = dedupe(spans, result.problems, result.reconciliation)
     result.reconciliation.spans.update(s.source_kind for s in spans)
-    drafts = [d for group in _by_trace(spans) if (d := _draft(fmt, group, namer, result, hints))]
+    drafts = [d for group in _by_trace(spans, result.notes) if (d := _draft(fmt, group, namer, result, hints))]
     drafts.sort(key=lambda d: (d.start_ns is None, d.start_ns or 0, d.first_index))
     result.traces = finish(drafts, group_by, fmt, result.problems, result.reconciliation)
     return result
@@ -192,7 +198,7 @@ def _checked_format(fmt: SpanFormat | None, records: list[tuple[Any, str]]) -> S
         if not found:
             raise QuiverError("the auto format detects the format of span files; name the format of the records "
                               f"passed in ({', '.join(FAMILIES)})")
-        fmt = get_format(choose_format(found))
+        fmt = get_format(choose_format(found, samples))
     for source, counts in found.items():
         check_file(source, counts, fmt.name, samples[source])
     return fmt
@@ -266,8 +272,9 @@ def _namer(spec: str | NodeNamer | None, fmt: SpanFormat) -> NodeNamer | None:
     raise QuiverError(f"node_name must be name, kind+name, attribute.KEY or a function; got {spec!r}")
 
 
-def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
-    """Spans by trace: the trace id, else the root reached through parent ids, else the span alone."""
+def _by_trace(spans: list[SourceSpan], notes: list[str]) -> list[list[SourceSpan]]:
+    """Spans by trace: the trace id, else the root reached through parent ids, else (spans written
+    without ids) their file, else the span alone; a file of spans without ids is noted."""
     loose = {s.span_id: s for s in spans if s.trace_id is None and s.span_id is not None}
     root = _roots(loose)
     groups: dict[tuple[str, Any], list[SourceSpan]] = {}
@@ -276,9 +283,17 @@ def _by_trace(spans: list[SourceSpan]) -> list[list[SourceSpan]]:
             key: tuple[str, Any] = ("trace", span.trace_id)
         elif span.span_id is not None:
             key = ("root", root[span.span_id])
+        elif span.no_ids:
+            key = ("file", _source_of(span.where))
         else:
             key = ("span", span.index)
         groups.setdefault(key, []).append(span)
+    for (how, source), group in groups.items():
+        if how == "file" and len(group) > 1:
+            order = "start order" if all(s.start_ns is not None for s in group) else "the order of the file"
+            notes.append(f"{source}: {len(group)} spans carry no span, parent or trace id: imported as one trace "
+                         f"with every call at the top level, in {order} (the file holds no parent structure to "
+                         "rebuild; export the spans with their ids to keep it)")
     return list(groups.values())
 
 
@@ -526,6 +541,7 @@ class _Assembly:
             "inputs": calls[0].output, "calls": calls, "output": to_jsonable(output), "tags": tags,
             "status": tq.get("status") or ("failed" if errors else "ok"),
             "error": tq.get("error") or (errors[0] if errors else None),
+            "outcome": tq.get("trace.outcome") or extra.get("outcome") or outcome_from_attributes(root.attributes),
         }
         return Draft(fields, root, t0, min(s.index for s in self.spans), tq)
 

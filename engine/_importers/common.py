@@ -8,9 +8,13 @@ each span or observation into a :class:`SourceSpan` and map its attributes onto 
 builds the traces. The mapping, for every format:
 
 * **One span, one node call.** The spans of one trace id form one trace. A span
-  without a trace id belongs to the trace of its root; a span with no ids at all is a
-  single-call trace. A trace starts with the source call ``c0`` (node ``input``, kind
-  ``source``) whose output is the trace's inputs, as a recording makes it.
+  without a trace id belongs to the trace of its root; a bare attribute mapping (no
+  ids, no span envelope) is a single-call trace; the spans of one file written with
+  neither span nor trace id (a name and attributes: the Vercel AI SDK's test tracer)
+  form one trace whose calls all sit at the top level, in start order (file order
+  where there are no times), and a note says so (:attr:`ImportResult.notes`). A trace
+  starts with the source call ``c0`` (node ``input``, kind ``source``) whose output is
+  the trace's inputs, as a recording makes it.
 * **Node names** are span names (``node_name="kind+name"`` prefixes the span's kind,
   ``"attribute.KEY"`` takes an attribute, a function takes the :class:`SourceSpan`).
 * **Order.** Calls are numbered ``c1 .. cN`` in program order: depth first over the
@@ -121,6 +125,9 @@ class SourceSpan:
     """The format's trace record, when it has one (a Langfuse trace)."""
     error: CallError | None = None
     """The error the span reports (status ERROR), if any."""
+    no_ids: bool = False
+    """A span written with neither span nor trace id (the Vercel AI SDK's test tracer writes its
+    spans so): the spans of one file without ids form one trace, every call at the top level."""
     index: int = 0
     # Set by a format's :meth:`SpanFormat.arrange` (framework spans); the defaults leave the span as read.
     as_trace: bool = False

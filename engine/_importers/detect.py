@@ -10,8 +10,9 @@ Each record read is sorted into a family by its shape and its attributes:
   attributes;
 * ``otel``: OTel spans with none of these (an HTTP server span, a database call): they
   import as plain calls beside the others, and count for no format;
-* ``unknown``: anything else (an object of named span lists, a record that is not a
-  span).
+* ``unknown``: anything else (a record that is not a span; an object of named lists
+  whose items are not spans). An object of named span lists
+  (``{"ai.generateText": [spans...], ...}``) is sorted by the spans it holds.
 
 A file is **refused** (:class:`SpanShapeError`, exit 2 from ``quiver import``) when the
 format asked for reads none or fewer than half of its spans and another format reads
@@ -30,6 +31,7 @@ from typing import Any
 from quiver._errors import QuiverError
 
 from .common import SourceSpan, SpanFormat
+from .otel import is_envelope, span_lists
 
 __all__ = ["AUTO", "FAMILIES", "SpanShapeError", "families", "check_file", "choose_format"]
 
@@ -95,6 +97,9 @@ def families(value: Any, otel: SpanFormat) -> Counter[str]:
     count = _langfuse(value)
     if count is not None:
         return Counter({"langfuse": count})
+    lists = span_lists(value)
+    if lists is not None:  # an object of named lists: their spans, or nothing a format reads
+        return families([item for v in value.values() for item in v], otel) if lists else Counter({"unknown": 1})
     try:
         spans = otel.spans(value, "", [])
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError):
@@ -107,6 +112,10 @@ def _found(found: Counter[str]) -> str:
 
 
 def _shape(sample: Any) -> str:
+    if isinstance(sample, Mapping) and span_lists(sample) is False:
+        first = next(item for v in sample.values() for item in v if not is_envelope(item))
+        names = ", ".join(map(repr, list(sample)[:4])) + (" ..." if len(sample) > 4 else "")
+        return f"an object of {len(sample)} named list(s) ({names}) whose items are not spans (one is {_shape(first)})"
     if isinstance(sample, Mapping):
         keys = list(sample)[:6]
         lists = sum(isinstance(v, list) for v in sample.values())
@@ -137,8 +146,9 @@ def check_file(path: str, found: Counter[str], asked: str, sample: Any) -> None:
                              f"or chain attributes); the formats read {', '.join(FAMILIES)} spans")
 
 
-def choose_format(found: dict[str, Counter[str]]) -> str:
-    """The format for ``auto``: the family most spans of all the files are in.
+def choose_format(found: dict[str, Counter[str]], samples: Mapping[str, Any] | None = None) -> str:
+    """The format for ``auto``: the family most spans of all the files are in (``samples``: a
+    record of each file, to say what a file holds when nothing in it is a span).
 
     Raises:
         SpanShapeError: No file holds spans of a known family.
@@ -147,6 +157,8 @@ def choose_format(found: dict[str, Counter[str]]) -> str:
     for counts in found.values():
         total.update({f: n for f, n in counts.items() if f in FAMILIES})
     if not total:
-        what = "; ".join(f"{path}: {_found(c) or 'nothing'}" for path, c in found.items())
+        shapes = {path: f"{_shape(sample)}: " for path, sample in (samples or {}).items()
+                  if isinstance(sample, Mapping) and span_lists(sample) is False}
+        what = "; ".join(f"{path}: {shapes.get(path, '')}{_found(c) or 'nothing'}" for path, c in found.items())
         raise SpanShapeError(f"no span of a format quiver import reads was found ({what}); it reads {_READS}")
     return total.most_common(1)[0][0]

@@ -7,6 +7,9 @@
 * the deprecated message attributes: ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``
   (OpenLLMetry), and the ``gen_ai.content.prompt`` / ``gen_ai.content.completion``
   events holding ``gen_ai.prompt`` / ``gen_ai.completion``;
+* the messages of the ``gen_ai.client.inference.operation.details`` span events
+  (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions``,
+  in the parts form), as Strands Agents writes them;
 * Vercel's reply (``ai.response.text`` and ``ai.response.toolCalls``);
 * span names without the model: the conventions name a span ``{operation} {model}``
   (``chat gpt-4o``); the node is the operation, and the model is the call's model, so
@@ -24,12 +27,17 @@ from .common import Attrs, Note, SourceSpan, unflatten
 from .reply import Pairs, Reply
 from .values import normalise_messages, parse_json
 
-__all__ = ["OUTPUT_KEYS", "LLM_OPERATIONS", "genai_kind", "legacy_messages", "event_value", "vercel_reply",
-           "without_model"]
+__all__ = ["DETAILS_EVENT", "OUTPUT_KEYS", "LLM_OPERATIONS", "genai_kind", "legacy_messages", "event_value",
+           "vercel_reply", "without_model"]
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion", "llm_call", "llm", "invoke_model",
                   "generate", "responses", "create_response"}
 """``gen_ai.operation.name`` values (and OpenLLMetry ``llm.request.type`` values) that are an LLM call."""
+
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+"""The current GenAI conventions' event holding ``gen_ai.input.messages``, ``gen_ai.output.messages``
+and ``gen_ai.system_instructions`` (Strands Agents adds it to its spans; the OTel instrumentations
+emit it as a log record)."""
 
 OUTPUT_KEYS = ("output.value", "output", "langfuse.observation.output", "ai.response.object", "ai.response.text",
                "ai.response.toolCalls", "gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output",
@@ -80,8 +88,9 @@ def legacy_messages(attrs: Attrs, prefix: str, note: Note) -> Pairs | None:
 
 
 def event_value(span: SourceSpan, event: str, key: str) -> Any:
-    """``key`` of the span's ``event`` (the older GenAI conventions' content events), taken out of
-    the events kept in tags; None when the span has no such event."""
+    """``key`` of the span's first ``event`` that has it (the GenAI content events), taken out of
+    the events kept in tags (the event goes when nothing else is left in it); None when the span
+    has no such event."""
     events = span.envelope.get("events")
     if not isinstance(events, list):
         return None
@@ -90,7 +99,8 @@ def event_value(span: SourceSpan, event: str, key: str) -> Any:
             attributes = item.get("attributes")
             if not isinstance(attributes, Mapping) or attributes.get(key) is None:
                 continue
-            rest = events[:i] + events[i + 1:]
+            left = {k: v for k, v in attributes.items() if k != key}
+            rest = events[:i] + ([{**item, "attributes": left}] if left else []) + events[i + 1:]
             if rest:
                 span.envelope["events"] = rest
             else:

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quiver._canonical import content_hash, to_jsonable
+from quiver._outcome import outcome_from_scores
 from quiver._trace import CallError, CallKind, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
@@ -219,6 +220,9 @@ class LangfuseFormat(SpanFormat):
             if attrs.get(key) is not None:
                 extra[field] = parse_json(attrs.data[key])
         attrs.get("observations")
+        outcome = outcome_from_scores(attrs.get("scores"))
+        if outcome is not None:
+            extra["outcome"] = outcome
         rest = attrs.rest()
         extra["tags"] = {"langfuse": rest} if rest else {}
         return extra, Counter(f"trace.{k}" for k in attrs.used), Counter(f"trace.{k}" for k in rest)

@@ -11,8 +11,9 @@
   ``llm.invocation_parameters`` as it stands;
 * prompt: ``llm.input_messages.N.message.*`` (role, content, ``contents.M``,
   ``tool_calls.M``, ``tool_call_id``) as assembled messages (see
-  :mod:`quiver._importers`); ``llm.prompt_template.template`` hashed as the
-  template hash;
+  :mod:`quiver._importers`), else an LLM span's ``input.value`` when it holds chat
+  messages (the OTel GenAI parts form included); ``llm.prompt_template.template``
+  hashed as the template hash;
 * response: ``llm.output_messages.N.message.*`` (the last message's text) and
   ``llm.token_count.{prompt,completion,total}``; without ``output.value`` the
   output messages are the output;
@@ -40,7 +41,7 @@ and ``quiver.*`` attributes for the rest: ``quiver.call_id``, ``node``, ``kind``
 other usage), ``tool.response`` (when it is not the output), ``retrieval.count`` (for
 an empty set); a document's content hash and rank ride in its ``document.metadata``.
 The trace span carries ``quiver.trace_id``, ``run_id``, ``pipeline``, ``input_id``,
-``repeat``, ``status``, ``error`` and ``trace.tags``. Importing an export gives the
+``repeat``, ``status``, ``error``, ``trace.tags`` and ``trace.outcome``. Importing an export gives the
 traces back: every field of every call and trace is equal, except that the trace's
 ``tags["import"]`` records the import. Ids are derived from the trace ids (same
 traces, same spans); times start at the run id's timestamp (``20261130T033355Z-...``)
@@ -72,6 +73,7 @@ from .values import (
     documents,
     iso_from_ns,
     loads,
+    messages_in,
     normalise_messages,
     parse_json,
     render_messages,
@@ -114,7 +116,8 @@ class OpenInferenceFormat(OtelFormat):
         mc.input = _value(attrs, "input", note)
         output = _value(attrs, "output", note)
         mc.model = _model(attrs, note)
-        messages = _messages(attrs, "llm.input_messages", note) or _prompts(attrs)
+        messages = _messages(attrs, "llm.input_messages", note) or _prompts(attrs) or (
+            messages_in(mc.input) if mc.kind == "llm" and mc.input is not NOTHING else None)
         template = attrs.get("llm.prompt_template.template")
         if messages or template:
             mc.prompt = PromptInfo(assembled=render_messages(messages or []),
@@ -387,6 +390,8 @@ def _trace_spans(trace: Trace, start_ns: int | None) -> list[dict[str, Any]]:
         attributes["quiver.trace.tags"] = json.dumps(trace.tags, ensure_ascii=False)
     if trace.error is not None:
         attributes["quiver.error"] = trace.error.model_dump_json()
+    if trace.outcome is not None:
+        attributes["quiver.trace.outcome"] = trace.outcome.model_dump_json()
     end = max((c.ended_at for c in trace.calls), default=0.0)
     spans = [_span(trace.pipeline, trace_hex, root_hex, None, base, base + _ns(end), attributes, trace.error,
                    resource)]

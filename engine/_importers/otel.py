@@ -4,10 +4,13 @@
 requests (``{"resourceSpans": [{"resource", "scopeSpans": [{"scope", "spans"}]}]}``),
 spans as the OTel Python SDK writes them (``span.to_json()``: ``context.trace_id``,
 ``parent_id``, ISO times), as the JS SDK holds them (``spanContext``, ``parentSpanId``,
-``[seconds, nanos]`` times), as Arize Phoenix exports them (``context.span_id``,
-``span_kind``, ``attributes.*``), lists of these, ``{"data": [...]}`` or
-``{"spans": [...]}`` wrappers, or a bare attribute mapping (a span without ids: a
-single-call trace). Nested attribute mappings are flattened to dotted keys. A span
+``[seconds, nanos]`` times; or without ids, as the Vercel AI SDK's test tracer writes
+them: ``name``, ``attributes``, ``events``), as Arize Phoenix exports them
+(``context.span_id``, ``span_kind``, ``attributes.*``), lists of these,
+``{"data": [...]}`` or ``{"spans": [...]}`` wrappers, objects of named span lists
+(``{"ai.generateText": [spans...], ...}``: their spans, list by list; an object of
+named lists whose items are not spans is refused), or a bare attribute mapping (a span
+without ids: a single-call trace). Nested attribute mappings are flattened to dotted keys. A span
 with status ERROR becomes a call error (type and message from its ``exception``
 event); other events, links and a non-internal span kind are kept in the call's
 ``tags["otel.span"]``; resource attributes and the instrumentation scope go to the
@@ -25,15 +28,22 @@ spans, which import through this format):
 * model: ``gen_ai.request.model`` or ``ai.model.id`` (name), ``gen_ai.response.model``
   or ``ai.response.model`` (version), ``gen_ai.request.*`` and ``ai.settings.*``
   (params; ``maxRetries`` is not a sampling parameter and stays in tags);
-* prompt: ``gen_ai.system_instructions`` + ``gen_ai.input.messages``, the older
-  ``gen_ai.prompt.N.*``, Vercel ``ai.prompt.messages`` or ``ai.prompt``;
+* prompt: ``gen_ai.system_instructions`` + ``gen_ai.input.messages`` (as attributes or
+  in ``gen_ai.client.inference.operation.details`` span events), the older
+  ``gen_ai.prompt`` / ``gen_ai.prompt.N.*``, Vercel ``ai.prompt.messages`` or
+  ``ai.prompt``, else an LLM span's ``input.value`` / ``input`` when it holds chat
+  messages; every spelling of a message is read, the GenAI parts form
+  (``{"role", "parts": [{"type": "text" | "tool_call" | "tool_call_response", ...}]}``)
+  included;
 * output: ``output.value`` / ``output`` when the instrumentation gives one, else
   ``ai.response.object``, ``ai.response.text``, ``ai.response.toolCalls``, the tool
   result, or the output messages (their text when they are text, parsed from JSON
   where it is JSON);
-* response: text of ``gen_ai.output.messages`` (or ``gen_ai.completion.N.*``,
-  ``ai.response.text``), finish reason, token usage as ``prompt_tokens``,
-  ``completion_tokens``, ``total_tokens``;
+* response: text of ``gen_ai.output.messages`` (or ``gen_ai.completion`` as messages or
+  a ``{"text", "finish_reason"}`` reply, ``gen_ai.completion.N.*``, the span events'
+  ``gen_ai.output.messages``, ``ai.response.text``), else of the reply the output holds;
+  finish reason, token usage as ``prompt_tokens``, ``completion_tokens``,
+  ``total_tokens``;
 * tool: ``gen_ai.tool.name`` / ``ai.toolCall.name``, arguments from
   ``gen_ai.tool.call.arguments`` / ``ai.toolCall.args`` / the input, response from
   ``gen_ai.tool.call.result`` / ``ai.toolCall.result`` / the output.
@@ -57,12 +67,12 @@ from quiver._canonical import content_hash, to_jsonable
 from quiver._trace import CallError, LLMResponse, ModelInfo, PromptInfo, ToolStep
 
 from .common import NOTHING, Attrs, ImportProblem, MappedCall, Note, SourceSpan, SpanFormat
-from .genai import OUTPUT_KEYS, event_value, genai_kind, legacy_messages, vercel_reply, without_model
+from .genai import DETAILS_EVENT, OUTPUT_KEYS, event_value, genai_kind, legacy_messages, vercel_reply, without_model
 from .registry import import_format
 from .reply import Pairs, Reply, compared_reply, reply_of, unread_reply, usage_of, without_volatile
-from .values import normalise_messages, parse_json, render_messages, to_ns
+from .values import messages_in, normalise_messages, parse_json, render_messages, to_ns
 
-__all__ = ["OtelFormat", "flatten", "response_usage"]
+__all__ = ["OtelFormat", "flatten", "is_envelope", "response_usage", "span_lists"]
 
 _OTLP_KINDS = {2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 _JS_KINDS = {1: "SERVER", 2: "CLIENT", 3: "PRODUCER", 4: "CONSUMER"}
@@ -130,7 +140,27 @@ def _zero(value: Any) -> bool:
     return value not in (None, "") and _hex(value) is None
 
 
-def _is_envelope(rec: Mapping[str, Any]) -> bool:
+_WRAPPERS = {"resourceSpans", "scopeSpans", "data", "spans", "observations"}
+"""Keys of the exports' own wrappers, which hold lists that are not named span lists."""
+
+
+def span_lists(value: Mapping[str, Any]) -> bool | None:
+    """Whether ``value`` is an object of named span lists (``{"ai.generateText": [spans...], ...}``,
+    as a test harness groups spans by operation): True when every value is a list and every item a
+    span envelope; False when every value is a list of objects that are not all spans; None when
+    ``value`` is not an object of lists at all."""
+    if not value or is_envelope(value) or _WRAPPERS & set(value) \
+            or not all(isinstance(v, list) for v in value.values()):
+        return None
+    items = [item for v in value.values() for item in v]
+    if not items or not all(isinstance(item, Mapping) for item in items):
+        return None
+    return all(is_envelope(item) for item in items)
+
+
+def is_envelope(rec: Mapping[str, Any]) -> bool:
+    """Whether ``rec`` is a span envelope (ids, a context, or a name with attributes), not a bare
+    attribute mapping."""
     keys = ("spanContext", "context", "spanId", "span_id", "context.span_id", "traceId", "trace_id")
     return any(k in rec for k in keys) or ("name" in rec and "attributes" in rec)
 
@@ -145,10 +175,12 @@ class OtelFormat(SpanFormat):
         if "resourceSpans" in value:
             return self._otlp(value, where)
         for key in ("data", "spans"):
-            if isinstance(value.get(key), list) and not _is_envelope(value):
+            if isinstance(value.get(key), list) and not is_envelope(value):
                 return self.spans(value[key], f"{where}: {key}", problems)
-        if _is_envelope(value):
+        if is_envelope(value):
             return [self._span(value, where)]
+        if span_lists(value):  # {"ai.generateText": [spans...], ...}: the spans, list by list
+            return [s for key, items in value.items() for s in self.spans(items, f"{where}: {key}", problems)]
         attributes = flatten(value)
         return [SourceSpan(None, None, None, self.default_name(attributes), self.kind_of(attributes),
                            None, None, attributes, where)]
@@ -183,10 +215,10 @@ class OtelFormat(SpanFormat):
                or rec.get("context.span_id"))
         parent = (rec.get("parentSpanId") or rec.get("parent_id") or rec.get("parentId") or rec.get("parent_span_id")
                   or parent_ctx.get("spanId"))
+        trace = (ctx.get("traceId") or ctx.get("trace_id") or rec.get("traceId") or rec.get("trace_id")
+                 or rec.get("context.trace_id"))
         return SourceSpan(
-            span_id=_hex(own),
-            trace_id=_hex(ctx.get("traceId") or ctx.get("trace_id") or rec.get("traceId") or rec.get("trace_id")
-                          or rec.get("context.trace_id")),
+            span_id=_hex(own), trace_id=_hex(trace), no_ids=own is None and trace is None and parent is None,
             parent_id=_hex(parent), zero_id=_zero(own), zero_parent=_zero(parent),
             name=without_model(str(rec.get("name") or self.default_name(attributes)), attributes),
             kind_label=self.kind_of(attributes),
@@ -318,17 +350,19 @@ class OtelFormat(SpanFormat):
         event = event_value(span, "gen_ai.content.prompt", "gen_ai.prompt")
         if event is not None:
             return normalise_messages(event)
+        event = event_value(span, DETAILS_EVENT, "gen_ai.input.messages")
+        if event is not None:
+            system = event_value(span, DETAILS_EVENT, "gen_ai.system_instructions")
+            messages = normalise_messages(event)
+            return None if messages is None else _system_pairs(system) + messages
         if genai_kind(attrs) == "llm" and attrs.peek("langfuse.observation.input") is not None:
             return normalise_messages(parse_json(attrs.peek("langfuse.observation.input")))
+        if genai_kind(attrs) == "llm":  # messages as an LLM span's input (OpenInference's input.value)
+            return messages_in(attrs.peek("input.value", attrs.peek("input")))
         return None
 
     def _system(self, attrs: Attrs) -> Pairs:
-        raw = attrs.get("gen_ai.system_instructions")
-        if raw is None:
-            return []
-        parsed = parse_json(raw)
-        parts = parsed if isinstance(parsed, list) else [parsed]
-        return [("system", [dict(p) if isinstance(p, Mapping) else {"type": "text", "content": str(p)} for p in parts])]
+        return _system_pairs(attrs.get("gen_ai.system_instructions"))
 
     def _input(self, attrs: Attrs, messages: Any) -> Any:
         raw = attrs.first("input.value", "input", "langfuse.observation.input", "gen_ai.input.messages",
@@ -340,29 +374,36 @@ class OtelFormat(SpanFormat):
             return [{"role": role, "parts": parts} for role, parts in messages]
         return NOTHING
 
-    def _output_messages(self, span: SourceSpan, attrs: Attrs, note: Note) -> Pairs | None:
+    def _output_messages(self, span: SourceSpan, attrs: Attrs, note: Note) -> Reply | None:
+        """The reply the span's output messages hold: ``gen_ai.output.messages``, ``gen_ai.completion``
+        (messages, or a reply as :func:`~quiver._importers.reply.reply_of` reads one), the flat
+        ``gen_ai.completion.N.*``, or the same in the span's events."""
         for key in ("gen_ai.output.messages", "gen_ai.completion"):
             raw = attrs.peek(key)
             if raw is not None and not isinstance(raw, Mapping):
-                messages = normalise_messages(_assistant(parse_json(raw)))
-                if messages is None:
+                reply = _output_reply(parse_json(raw))
+                if reply is None:
                     note(f"{key} holds no chat messages this importer understands; kept in tags")
                     return None
                 attrs.get(key)
-                return messages
+                return reply
         legacy = legacy_messages(attrs, "gen_ai.completion", note)
         if legacy is not None:
-            return legacy
-        event = event_value(span, "gen_ai.content.completion", "gen_ai.completion")
-        return normalise_messages(_assistant(parse_json(event))) if event is not None else None
+            return Reply(legacy) if legacy else None
+        for event, key in (("gen_ai.content.completion", "gen_ai.completion"),
+                           (DETAILS_EVENT, "gen_ai.output.messages")):
+            value = event_value(span, event, key)
+            if value is not None:
+                return _output_reply(value)
+        return None
 
     def _output(self, attrs: Attrs) -> Any:
         raw = attrs.first(*OUTPUT_KEYS)
         return NOTHING if raw is None else parse_json(raw)
 
-    def _reply(self, attrs: Attrs, mc: MappedCall, messages: Pairs | None, output: Any) -> Any:
+    def _reply(self, attrs: Attrs, mc: MappedCall, written: Reply | None, output: Any) -> Any:
         """The response of an LLM span, and its compared output (see :mod:`quiver._importers.reply`)."""
-        reply = Reply(messages) if messages else vercel_reply(attrs)
+        reply = written or vercel_reply(attrs)
         if reply is None and output is not NOTHING:
             reply = reply_of(output)
         usage = response_usage(attrs)
@@ -391,6 +432,27 @@ def _assistant(value: Any) -> Any:
     if isinstance(value, list):
         return [{"role": "assistant", **m} if isinstance(m, Mapping) and "role" not in m else m for m in value]
     return value
+
+
+def _output_reply(value: Any) -> Reply | None:
+    """The reply in output messages (any spelling :func:`~quiver._importers.values.normalise_messages`
+    reads, the OTel GenAI parts form included, with the last message's ``finish_reason``), or in a
+    reply object :func:`~quiver._importers.reply.reply_of` reads (``{"text", "finish_reason"}``)."""
+    messages = normalise_messages(_assistant(value))
+    if messages:
+        last = value[-1] if isinstance(value, list) and value and isinstance(value[-1], Mapping) else {}
+        reason = last.get("finish_reason")
+        return Reply(messages, str(reason) if isinstance(reason, str) and reason else None)
+    return reply_of(value) if isinstance(value, Mapping) else None
+
+
+def _system_pairs(raw: Any) -> Pairs:
+    """``gen_ai.system_instructions`` (a text, or a list of parts) as a system message."""
+    if raw is None:
+        return []
+    parsed = parse_json(raw)
+    parts = parsed if isinstance(parsed, list) else [parsed]
+    return [("system", [dict(p) if isinstance(p, Mapping) else {"type": "text", "content": str(p)} for p in parts])]
 
 
 def response_usage(attrs: Attrs) -> dict[str, int]:

@@ -14,8 +14,11 @@ first (the formats pass their candidates in this order):
    OpenAI Responses object (``output[]``), an Anthropic message (``content`` blocks:
    ``text``, ``tool_use``), a Gemini response (``candidates[].content.parts``) or a bare
    ``{"parts": [...]}`` content, a LangChain ``LLMResult`` (``generations``) or
-   ``AIMessage`` (serialized or dumped), an assistant message or a list of messages, a
-   list of texts (DSPy), a string.
+   ``AIMessage`` (serialized or dumped), an assistant message or a list of messages (in
+   the OTel GenAI parts form too: ``{"role": "assistant", "parts": [...],
+   "finish_reason": ...}``), a bare ``{"text": ..., "finish_reason": ...}`` reply (as
+   OpenInference's GenAI conversion writes ``output.value`` and ``gen_ai.completion``),
+   a list of texts (DSPy), a string.
 
 Its finish reason and token usage are mapped onto the call's response whichever family
 gave them. **Volatile values are never compared** (:func:`without_volatile`): ids made
@@ -153,8 +156,8 @@ def _gemini(value: Mapping[str, Any]) -> Reply | None:
         reason = candidates[0].get("finishReason", candidates[0].get("finish_reason"))
         return Reply([("assistant", parts)], _reason(reason), usage_of(value.get("usageMetadata")))
     if isinstance(value.get("parts"), list) and value.get("role", "model") in _ASSISTANT:
-        parts = _blocks(value["parts"])
-        return Reply([("assistant", parts)]) if parts is not None else None
+        parts = _blocks(value["parts"])  # a Gemini content, or an OTel GenAI output message
+        return Reply([("assistant", parts)], _reason(value.get("finish_reason"))) if parts is not None else None
     content = value.get("content")
     if isinstance(content, Mapping) and isinstance(content.get("parts"), list):  # Google ADK's LlmResponse
         parts = _blocks(content["parts"])
@@ -163,6 +166,19 @@ def _gemini(value: Mapping[str, Any]) -> Reply | None:
         return Reply([("assistant", parts)], _reason(value.get("finish_reason", value.get("finishReason"))),
                      usage_of(value.get("usage_metadata", value.get("usageMetadata"))))
     return None
+
+
+_TEXT_REPLY_KEYS = {"text", "finish_reason", "role", "usage"}
+
+
+def _text_reply(value: Mapping[str, Any]) -> Reply | None:
+    """A bare ``{"text": ..., "finish_reason": ...}`` reply (OpenInference's conversion of the GenAI
+    conventions writes ``output.value`` and ``gen_ai.completion`` so)."""
+    if not isinstance(value.get("text"), str) or not set(value) <= _TEXT_REPLY_KEYS \
+            or value.get("role", "assistant") not in _ASSISTANT:
+        return None
+    return Reply([("assistant", [{"type": "text", "content": value["text"]}])], _reason(value.get("finish_reason")),
+                 usage_of(value.get("usage")))
 
 
 def _langchain(value: Mapping[str, Any]) -> Reply | None:
@@ -233,11 +249,12 @@ def reply_of(value: Any) -> Reply | None:
         pairs = normalise_messages(value) if value else None
         if pairs:
             assistant = [p for p in pairs if p[0] in _ASSISTANT]
-            return Reply(assistant[-1:]) if assistant else None
+            last = value[-1] if isinstance(value[-1], Mapping) else {}
+            return Reply(assistant[-1:], _reason(last.get("finish_reason"))) if assistant else None
         return None
     if not isinstance(value, Mapping):
         return None
-    for reader in (_openai, _responses, _anthropic, _gemini, _langchain, _message):
+    for reader in (_openai, _responses, _anthropic, _gemini, _langchain, _message, _text_reply):
         reply = reader(value)
         if reply is not None:
             return reply

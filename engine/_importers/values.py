@@ -40,6 +40,7 @@ __all__ = [
     "parse_json",
     "parse_json_strict",
     "normalise_messages",
+    "messages_in",
     "render_messages",
     "messages_text",
     "documents",
@@ -225,6 +226,21 @@ def normalise_messages(value: Any) -> list[tuple[str, list[dict[str, Any]]]] | N
         return None
     out = [m for m in (_message(v) for v in value) if m is not None]
     return out if len(out) == len(value) else None
+
+
+def messages_in(value: Any) -> list[tuple[str, list[dict[str, Any]]]] | None:
+    """The chat messages a call's input holds, when it holds nothing else: a list of messages
+    (any understood spelling, the OTel GenAI parts form included) or a request holding them
+    (``messages``, ``contents``); None for any other input (a plain text is not taken for a
+    prompt)."""
+    value = parse_json(value)
+    if not isinstance(value, (list, Mapping)) or not value:
+        return None
+    if isinstance(value, list) and not all(isinstance(v, Mapping) for v in value):
+        return None
+    if isinstance(value, Mapping) and not any(isinstance(value.get(k), list) for k in ("messages", "contents")):
+        return None  # a template's variables ({"prompt": ..., "context_str": ...}) are not messages
+    return normalise_messages(value)
 
 
 def _messages_of_request(req: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]] | None:

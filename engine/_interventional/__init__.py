@@ -7,8 +7,11 @@
 * ``betas``: interventional bifurcation thresholds;
 * ``dose``: dose-response curves over an adaptive ladder, and the rule of its rounds;
 * ``estimates``: strata, rates, negative controls and validation: ``campaign.json``;
-* ``results``: those estimates as typed objects, to and from JSON;
+* ``negative``: the negative control (permutation tests, Holm);
+* ``results``: those estimates as typed objects, to and from JSON (``validation_rows``: the
+  validation rows);
 * ``reader``: reading them back from JSON, with the place of any problem;
+* ``inputs``: per-input effects: exact tests per input group, Holm over Tarone's family;
 * ``gate``: the statistics and the verdict of ``quiver gate``.
 """
 
@@ -52,8 +55,20 @@ from .estimates import (
     holm,
     permutation_test,
 )
-from .gate import GateCandidate, GateProfile, judge_candidate
+from .gate import PATH_EVENT, GateCandidate, GateProfile, gate_levels, judge_candidate
 from .graph import CampaignGraph
+from .inputs import (
+    CORRECTION,
+    TEST,
+    InputEffect,
+    InputEffects,
+    complete_change_p,
+    exact_p,
+    input_effects,
+    min_attainable_p,
+    replays_needed,
+    tarone_family,
+)
 from .pairing import PairResult, Replayed, first_divergent_call, pair_results, seen_part
 from .reader import CampaignFormatError
 from .results import (
@@ -133,4 +148,16 @@ __all__ = [
     "GateProfile",
     "GateCandidate",
     "judge_candidate",
+    "gate_levels",
+    "PATH_EVENT",
+    "InputEffect",
+    "InputEffects",
+    "input_effects",
+    "exact_p",
+    "min_attainable_p",
+    "tarone_family",
+    "replays_needed",
+    "complete_change_p",
+    "TEST",
+    "CORRECTION",
 ]

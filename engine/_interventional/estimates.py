@@ -43,6 +43,11 @@ Choices QUIVER.md leaves open, made here:
 * **Betas** and their control rates: see :mod:`quiver._interventional`. An adaptive
   ladder's steps are its levels (one bin each); its dose-response curves, midpoint and
   onset: see :mod:`quiver._interventional.dose`.
+* **Per input.** Per input group, the effective pairs' D_shape rate against the control
+  replays' of the same traces, each trace a stratum, tested one-sided and exactly, Holm
+  over Tarone's family of the groups at ``alpha`` (:mod:`quiver._interventional.inputs`):
+  which inputs a perturbation moved, where an average over inputs would hide it. No
+  control replays: none (``per_input`` left out).
 * **Negative control.** Per downstream node present in the observational table, the
   one-sided permutation test of §13 against the observational same-input distances *of
   the inputs the no-op pairs came from* (all observational pairs when none of those
@@ -93,7 +98,6 @@ Choices QUIVER.md leaves open, made here:
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -103,19 +107,20 @@ import numpy as np
 from quiver._errors import QuiverError
 from quiver._graph import PipelineGraph
 from quiver._observational import DEFAULT_EPSILON, DivergenceRates, Profile, divergence_rates
-from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, PairTable, rounded
+from quiver._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, GroupBootstrap, PairTable
 
 from .betas import MIN_BIN_PAIRS, QUANTILE_BINS, UPPER_BOUND_PAIRS, beta
-from .columns import TIE, Columns
+from .columns import Columns
 from .dose import adaptive_estimates
+from .inputs import InputEffects, holm, input_effects
+from .negative import negative_control, permutation_test
+from .outcomes import outcome_effect
 from .results import (
     NOT_APPLIED,
     RATES,
     STRATA,
     CampaignEstimates,
     ControlReplays,
-    NegativeControl,
-    NodeTest,
     ObservationalEstimates,
     PerturbationEstimates,
     Rates,
@@ -280,110 +285,6 @@ def _observational(table: PairTable, boot: GroupBootstrap, rates: DivergenceRate
     )
 
 
-# --------------------------------------------------------------------------- negative control
-
-
-def permutation_test(x: np.ndarray, y: np.ndarray, permutations: int, rng: np.random.Generator) -> tuple[float, float]:
-    """One-sided two-sample permutation test of H1: mean(x) > mean(y) (QUIVER.md §13).
-
-    The statistic is mean(x) - mean(y); each permutation relabels a uniformly random
-    subset of len(x) of the pooled values as x (the len(x) smallest of iid uniform
-    keys). p = (#{permuted >= observed} + 1) / (permutations + 1). Vectorised in
-    chunks of at most ~2e6 keys.
-
-    Returns:
-        (statistic, p-value).
-    """
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    pooled = np.concatenate([x, y])
-    nx, ny, total = x.size, y.size, float(pooled.sum())
-    observed = float(x.sum()) / nx - (total - float(x.sum())) / ny
-    chunk = max(1, min(permutations, 2_000_000 // pooled.size))
-    count, done = 0, 0
-    while done < permutations:
-        c = min(chunk, permutations - done)
-        pick = np.argpartition(rng.random((c, pooled.size)), nx - 1, axis=1)[:, :nx]
-        sx = pooled[pick].sum(axis=1)
-        stat = sx / nx - (total - sx) / ny
-        count += int((stat >= observed - TIE).sum())
-        done += c
-    return observed, (count + 1) / (permutations + 1)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values, in the order given.
-
-    Sorted ascending p_(1) <= ... <= p_(m): adjusted p_(i) = max over j <= i of
-    min(1, (m - j + 1) p_(j)). Rejecting where adjusted <= alpha is Holm's procedure.
-    """
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adjusted
-    return out.tolist()
-
-
-def _not_run(reason: str, nodes: Mapping[str, NodeTest]) -> NegativeControl:
-    return NegativeControl(passed=None, reason=reason, alpha=None, permutations=None, statistic=None, p_value=None,
-                           rejected=(), nodes=nodes)
-
-
-def _same_inputs(cols: Columns, noop: np.ndarray, table: PairTable) -> np.ndarray:
-    """The observational pairs of the inputs the no-op pairs came from (all of them when
-    none of those inputs has one): a no-op stratum is often a particular kind of input,
-    e.g. follow-ups whose context already sufficed, whose noise differs from the corpus
-    average."""
-    noop_inputs = {cols.groups[g] for g in np.unique(cols.group[noop])}
-    same_inputs = np.array([table.groups[g] in noop_inputs for g in table.group], dtype=bool)
-    return same_inputs if same_inputs.any() else np.ones(table.n_pairs, dtype=bool)
-
-
-def _node_test(pid: str, node: str, x: np.ndarray, y: np.ndarray, in_table: bool, *, permutations: int,
-               seed: int) -> tuple[NodeTest, float | None]:
-    """The node's row before Holm correction, and its raw p-value (None: not tested)."""
-    row = NodeTest(statistic=None, p_value=None, p_holm=None, n_noop=int(x.size), n_obs=int(y.size),
-                   mean_noop=rounded(float(x.mean())) if x.size else None,
-                   mean_obs=rounded(float(y.mean())) if y.size else None, rejects=None)
-    if not in_table:
-        return replace(row, reason="not in the observational pair table"), None
-    if x.size == 0 or y.size == 0:
-        return replace(row, reason="no no-op distances" if x.size == 0 else "no observational distances"), None
-    rng = np.random.default_rng([seed, zlib.crc32(pid.encode()), zlib.crc32(node.encode())])
-    stat, p = permutation_test(x, y, permutations, rng)
-    return replace(row, statistic=rounded(stat)), p
-
-
-def _negative_control(pid: str, cols: Columns, nodes: Sequence[str], table: PairTable, *,
-                      permutations: int, alpha: float, seed: int) -> NegativeControl:
-    """The no-op stratum against the observational noise, per downstream node (§13)."""
-    noop = cols.stratum == "noop"
-    if not noop.any():
-        return _not_run("no no-op pairs: the stratum that serves as negative control is empty", {})
-    same_inputs = _same_inputs(cols, noop, table)
-    rows: dict[str, NodeTest] = {}
-    raw: dict[str, float] = {}
-    for node in nodes:
-        x = cols.d[node][noop]
-        y = table.col(node)[same_inputs] if node in table.nodes else np.zeros(0)
-        rows[node], p = _node_test(pid, node, x[np.isfinite(x)], y[np.isfinite(y)], node in table.nodes,
-                                   permutations=permutations, seed=seed)
-        if p is not None:
-            raw[node] = p
-    if not raw:
-        return _not_run("no downstream node has both no-op and observational distances", rows)
-    for node, adj in zip(raw, holm(list(raw.values())), strict=True):
-        rows[node] = replace(rows[node], p_value=rounded(raw[node]), p_holm=rounded(adj), rejects=adj <= alpha)
-    tested = [rows[n] for n in raw]
-    return NegativeControl(
-        passed=not any(t.rejects for t in tested), reason=None, alpha=alpha, permutations=permutations,
-        statistic=max(t.statistic for t in tested if t.statistic is not None),
-        p_value=min(t.p_holm for t in tested if t.p_holm is not None),
-        rejected=tuple(n for n in raw if rows[n].rejects), nodes=rows,
-    )
-
-
 # --------------------------------------------------------------------------- validation
 
 MIN_MATCHED_PAIRS = 5
@@ -514,9 +415,22 @@ def _control_replays(cid: str | None, rows: Sequence[PairRow], nodes: Sequence[s
                                 rates=_rates(cols, every, boot), mean_d=_node_means(cols.d, nodes, every, boot))
 
 
+def _per_input(rows: Sequence[PairRow], control_rows: Sequence[PairRow], alpha: float) -> InputEffects | None:
+    """Per input group, the effective pairs' D_shape against the control replays' of the
+    same traces (module docstring, "Per input"); None without control replays."""
+    units = [r for r in _ok(rows) if r.stratum == "effective"] + _ok(control_rows)
+    n_effective = len(units) - len(_ok(control_rows))
+    if not n_effective or n_effective == len(units):
+        return None
+    changed = np.arange(len(units)) < n_effective
+    return input_effects([str(r.input_id) for r in units], [str(r.trace_id) for r in units], changed,
+                         np.array([r.d_shape for r in units], dtype=bool), alpha=alpha, event_name="D_shape")
+
+
 def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: PipelineGraph,
                   table: PairTable, obs_rates: Mapping[str, Estimate], *, resamples: int, seed: int,
-                  alpha: float, permutations: int, control_rows: Sequence[PairRow] = ()) -> PerturbationEstimates:
+                  alpha: float, permutations: int, control_rows: Sequence[PairRow] = (),
+                  margin: float = 0.05) -> PerturbationEstimates:
     nodes = downstream_nodes(graph, p["node"])
     cols = Columns.of(_ok(rows), nodes)
     boot = cols.bootstrap(resamples, seed)
@@ -528,11 +442,13 @@ def _perturbation(p: Mapping[str, Any], rows: Sequence[PairRow], graph: Pipeline
         counts=_counts(rows), groups=len(cols.groups), downstream=tuple(nodes),
         strata={s: _stratum(cols, s, nodes, boot) for s in STRATA},
         control_replays=control_summary,
-        negative_control=_negative_control(p["id"], cols, nodes, table, permutations=permutations,
+        negative_control=negative_control(p["id"], cols, nodes, table, permutations=permutations,
                                            alpha=alpha, seed=seed),
         beta_shape=beta(cols, boot, "D_shape", ladder, obs_rates["D_shape"], table, control),
         beta_iter=beta(cols, boot, "D_iter", ladder, obs_rates["D_iter"], table, control),
         adaptive=adaptive_estimates(p["adaptive"], cols, boot, table, control) if p.get("adaptive") else None,
+        per_input=_per_input(rows, control_rows, alpha),
+        outcome=outcome_effect(rows, control_rows, resamples=resamples, seed=seed, alpha=alpha, margin=margin),
     )
 
 
@@ -549,6 +465,7 @@ def campaign_estimates(
     alpha: float = 0.05,
     permutations: int = 2000,
     controls: Sequence[Mapping[str, Any]] = (),
+    equivalence_margin: float = 0.05,
 ) -> CampaignEstimates:
     """The interventional estimates of a perturbation campaign (``campaign.json``).
 
@@ -578,6 +495,8 @@ def campaign_estimates(
         controls: The campaign's control replays, ``{"id", "node", ...}`` each; their rows
             carry the control's id as ``perturbation_id``, and a perturbation names
             its control under ``"control"``.
+        equivalence_margin: The margin inside which a difference of rates counts as
+            none (written for the findings).
 
     Returns:
         The estimates; ``json.dumps(result.to_json(), indent=2)`` is ``campaign.json``.
@@ -606,10 +525,12 @@ def campaign_estimates(
         perturbations=tuple(
             _perturbation(p, by_id[p["id"]], graph, observational, obs_rates, resamples=resamples, seed=seed,
                           alpha=alpha, permutations=permutations,
-                          control_rows=by_id[p["control"]] if p.get("control") else ())
+                          control_rows=by_id[p["control"]] if p.get("control") else (), margin=equivalence_margin)
             for p in perturbations
         ),
         validation=tuple(validation),
         validation_skipped=tuple(skipped),
         controls=tuple(dict(c) for c in controls),
+        equivalence_margin=equivalence_margin,
+        loop=tuple(graph.loop.body) if graph.loop is not None else (),
     )

@@ -118,6 +118,9 @@ class PairResult:
             "replay_divergences": [d.to_json() for d in self.replay_divergences],
             "llm_calls": self.llm_calls,
         }
+        outcome = pair_outcome(self.baseline, self.perturbed)
+        if outcome is not None:
+            data["outcome"] = outcome
         failed = next((t for t in (self.perturbed, self.baseline) if t is not None and t.error is not None), None)
         if self.status == "failed" and failed is not None and failed.error is not None:
             data["error"] = f"{failed.error.type}: {failed.error.message}"
@@ -125,6 +128,18 @@ class PairResult:
             data["baseline"] = self.baseline.model_dump(mode="json") if self.baseline else None
             data["perturbed"] = self.perturbed.model_dump(mode="json") if self.perturbed else None
         return data
+
+
+def pair_outcome(baseline: Trace | None, replay: Trace | None) -> dict[str, Any] | None:
+    """The outcomes of a pair's two runs, as a pair row keeps them: each one's status and
+    the replay's score (None: neither run carries an outcome)."""
+    before = baseline.outcome if baseline is not None else None
+    after = replay.outcome if replay is not None else None
+    if before is None and after is None:
+        return None
+    return {"baseline": before.status if before is not None else None,
+            "replay": after.status if after is not None else None,
+            "score": after.score if after is not None else None}
 
 
 def first_divergent_call(baseline: Trace, perturbed: Trace) -> dict[str, Any] | None:

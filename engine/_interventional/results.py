@@ -26,15 +26,18 @@ Choices made here:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from quiver._errors import QuiverError
-from quiver._stats import Estimate, rounded
+from quiver._stats import Estimate
 
 from .betas import Threshold
 from .dose import AdaptiveEstimates
-from .reader import Reader, estimate_json, nodes_json
+from .inputs import InputEffects
+from .outcomes import OutcomeEffect
+from .reader import Reader, nodes_json
+from .validation_rows import SkippedValidationRow, ValidationRow
 
 __all__ = [
     "RATES",
@@ -323,124 +326,6 @@ class NegativeControl:
         )
 
 
-# --------------------------------------------------------------------------- validation
-
-
-@dataclass(frozen=True)
-class ValidationRow:
-    """Observational against interventional sigma at one targetable edge (§11, §13).
-
-    The unmatched comparison (``sigma_int``, ``agree``) pools every effective pair,
-    whatever its d_i. A gap there has two readings (the paper, §3 and B.1): confounding
-    of the observational estimate, or a regime natural runs never reach (a dormant risk
-    beyond the natural operating envelope). The envelope fields tell them apart: the
-    interventional pairs whose d_i lies inside the observational range of d_i are
-    compared on their own (``sigma_matched``), and ``verdict`` says which reading holds.
-    The choices (the range's definition, the minimum of matched pairs) are those of
-    :mod:`quiver._interventional` (``estimates``, "Validation").
-
-    Attributes:
-        source: v_i, the perturbed node.
-        target: v_j.
-        perturbations: The perturbations at ``source`` whose effective pairs sigma_int pools.
-        sigma_obs: The profile's sigma, interval and n (written ``sigma_obs``,
-            ``sigma_obs_ci``, ``n_obs``).
-        sigma_int: E[d_j / d_i] over those pairs with d_i > eps (written ``sigma_int``,
-            ``sigma_int_ci``, ``n_int``).
-        agree: Whether the two 95% intervals overlap (None: an interval is missing).
-        envelope: The natural operating envelope of d_i, ``(eps, max d_i)`` over the
-            observational pairs sigma_obs rests on (d_i > eps, d_j defined); None when the
-            observational table has none (written ``envelope: [lo, hi]``).
-        n_envelope: How many observational pairs the envelope rests on.
-        sigma_matched: E[d_j / d_i] over the interventional pairs whose d_i lies inside
-            the envelope, with its group-bootstrap interval (written ``sigma_matched``,
-            ``sigma_matched_ci``, ``n_matched``).
-        groups_matched: How many input groups those pairs come from.
-        share_beyond: The share of sigma_int's pairs whose d_i exceeds the envelope
-            (written ``share_beyond``, ``share_beyond_ci``, ``share_beyond_n``; n = n_int).
-        verdict: ``"agree"`` or ``"disagree inside the envelope"`` (the matched pairs'
-            interval against sigma_obs's), ``"beyond the operating envelope"`` (too few
-            pairs inside it, the others beyond it), ``"too few interventional pairs"``
-            (too few pairs at all, none beyond), None when it cannot be decided (no
-            envelope, or an interval is missing).
-
-    A row of a ``campaign.json`` written before the envelope fields existed reads with
-    them all None, and :meth:`to_json` leaves them out when ``envelope`` is None, so the
-    file writes back as it was read.
-    """
-
-    source: str
-    target: str
-    perturbations: tuple[str, ...]
-    sigma_obs: Estimate
-    sigma_int: Estimate
-    agree: bool | None
-    envelope: tuple[float, float] | None = None
-    n_envelope: int | None = None
-    sigma_matched: Estimate | None = None
-    groups_matched: int | None = None
-    share_beyond: Estimate | None = None
-    verdict: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Flat JSON: each sigma as value, ``_ci`` and its n; then the envelope fields."""
-        out = {"source": self.source, "target": self.target, "perturbations": list(self.perturbations),
-               **estimate_json(self.sigma_obs, "sigma_obs", "n_obs"),
-               **estimate_json(self.sigma_int, "sigma_int", "n_int"), "agree": self.agree}
-        if self.envelope is None:
-            return out
-        return {**out, "envelope": [rounded(self.envelope[0]), rounded(self.envelope[1])],
-                "n_envelope": self.n_envelope,
-                **estimate_json(self.sigma_matched or Estimate.empty(), "sigma_matched", "n_matched"),
-                "groups_matched": self.groups_matched,
-                **estimate_json(self.share_beyond or Estimate.empty(), "share_beyond"),
-                "verdict": self.verdict}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, where: str = "validation") -> ValidationRow:
-        """The row as :meth:`to_json` writes it (its estimates without draws); without
-        ``envelope`` (a file written before it existed) the envelope fields are None."""
-        r = Reader(data, where)
-        row = cls(source=r.string("source"), target=r.string("target"), perturbations=r.strings("perturbations"),
-                  sigma_obs=r.estimate("sigma_obs", "n_obs"), sigma_int=r.estimate("sigma_int", "n_int"),
-                  agree=r.opt_boolean("agree"))
-        if not r.has("envelope") or r.raw("envelope") is None:
-            return row
-        return replace(row, envelope=r.pair("envelope"), n_envelope=r.integer("n_envelope"),
-                       sigma_matched=r.estimate("sigma_matched", "n_matched"),
-                       groups_matched=r.integer("groups_matched"), share_beyond=r.estimate("share_beyond"),
-                       verdict=r.opt_string("verdict"))
-
-
-@dataclass(frozen=True)
-class SkippedValidationRow:
-    """A targetable edge whose sigmas could not be compared, and why.
-
-    Attributes:
-        source: v_i, the perturbed node.
-        target: v_j.
-        perturbations: The perturbations at ``source``.
-        reason: Why the edge was skipped.
-    """
-
-    source: str
-    target: str
-    perturbations: tuple[str, ...]
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"source", "target", "perturbations", "reason"}``."""
-        return {"source": self.source, "target": self.target, "perturbations": list(self.perturbations),
-                "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, where: str = "validation_skipped") -> SkippedValidationRow:
-        """The row as :meth:`to_json` writes it."""
-        r = Reader(data, where)
-        return cls(source=r.string("source"), target=r.string("target"), perturbations=r.strings("perturbations"),
-                   reason=r.string("reason"))
-
-
 # --------------------------------------------------------------------------- perturbation and campaign
 
 
@@ -464,6 +349,13 @@ class PerturbationEstimates:
         beta_iter: The interventional bifurcation threshold of D_iter.
         adaptive: What its adaptive ladder spent and found, with the dose-response
             curves (None: its ladder is not adaptive; then ``to_json`` leaves it out).
+        per_input: Per input group, its effective pairs' path-change rate (D_shape)
+            against its control replays', tested (:mod:`quiver._interventional.inputs`;
+            None: no control replays, or a file written before it existed; then
+            ``to_json`` leaves it out).
+        outcome: Its effect on the pass rate: its effective replays' against its control
+            replays' of the same traces (:mod:`quiver._interventional.outcomes`; None: no
+            outcome checks, or no control replays).
     """
 
     id: str
@@ -480,6 +372,8 @@ class PerturbationEstimates:
     beta_shape: Threshold
     beta_iter: Threshold
     adaptive: AdaptiveEstimates | None = None
+    per_input: InputEffects | None = None
+    outcome: OutcomeEffect | None = None
 
     def stratum(self, name: Stratum) -> StratumEstimates:
         """The ``effective`` or ``noop`` stratum."""
@@ -495,6 +389,8 @@ class PerturbationEstimates:
             "negative_control": self.negative_control.to_json(),
             "beta_shape": self.beta_shape.to_json(), "beta_iter": self.beta_iter.to_json(),
             **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {}),
+            **({"per_input": self.per_input.to_json()} if self.per_input is not None else {}),
+            **({"outcome": self.outcome.to_json()} if self.outcome is not None else {}),
         }
 
     @classmethod
@@ -510,6 +406,8 @@ class PerturbationEstimates:
             negative_control=r.read("negative_control", NegativeControl.from_json),
             beta_shape=r.read("beta_shape", Threshold.from_json), beta_iter=r.read("beta_iter", Threshold.from_json),
             adaptive=r.read_opt("adaptive", AdaptiveEstimates.from_json) if r.has("adaptive") else None,
+            per_input=r.read("per_input", InputEffects.from_json) if r.has("per_input") else None,
+            outcome=r.read("outcome", OutcomeEffect.from_json) if r.has("outcome") else None,
         )
 
 
@@ -529,6 +427,11 @@ class CampaignEstimates:
         validation: Observational against interventional sigma at targetable edges.
         validation_skipped: Targetable edges that could not be compared.
         controls: The campaign's control replays, as given.
+        equivalence_margin: The margin inside which a difference of rates counts as none
+            (the findings' absence claims; None: a file written before it existed, read
+            with the default 0.05).
+        loop: The pipeline's loop body (None: no loop, or a file written before it
+            existed): whether D_iter speaks of loop iterations.
     """
 
     epsilon: float
@@ -542,6 +445,8 @@ class CampaignEstimates:
     validation: tuple[ValidationRow, ...]
     validation_skipped: tuple[SkippedValidationRow, ...]
     controls: tuple[Mapping[str, Any], ...]
+    equivalence_margin: float | None = None
+    loop: tuple[str, ...] | None = None
 
     def perturbation(self, id: str) -> PerturbationEstimates:
         """The perturbation ``id``.
@@ -572,6 +477,8 @@ class CampaignEstimates:
             "validation": [v.to_json() for v in self.validation],
             "validation_skipped": [s.to_json() for s in self.validation_skipped],
             "controls": [dict(c) for c in self.controls],
+            **({} if self.equivalence_margin is None else {"equivalence_margin": self.equivalence_margin}),
+            **({} if self.loop is None else {"loop": list(self.loop)}),
         }
 
     @classmethod
@@ -590,4 +497,6 @@ class CampaignEstimates:
             validation=r.read_all("validation", ValidationRow.from_json),
             validation_skipped=r.read_all("validation_skipped", SkippedValidationRow.from_json),
             controls=tuple(dict(c.data) for c in r.objs("controls")),
+            equivalence_margin=r.number("equivalence_margin") if r.has("equivalence_margin") else None,
+            loop=r.strings("loop") if r.has("loop") else None,
         )

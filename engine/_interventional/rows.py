@@ -76,6 +76,7 @@ class PairRow:
         replay_id: The replay's id within the campaign (the perturbation, or its ladder step).
         step: The ladder step (None outside a campaign; estimates read it as 0).
         retries: LLM retries of the replay by reason (None when not recorded).
+        outcome: The two runs' outcomes (None: neither carries one).
     """
 
     perturbation_id: str
@@ -107,6 +108,15 @@ class PairRow:
     replay_id: str | None = None
     step: int | None = None
     retries: Mapping[str, int] | None = None
+    outcome: Mapping[str, Any] | None = None
+    """The two runs' outcomes: ``baseline`` and ``replay`` (pass, fail, error or None)
+    and the replay's ``score`` (None: neither run carries an outcome)."""
+
+    @property
+    def replay_passed(self) -> bool | None:
+        """Whether the replay's outcome passed (an error is not a pass); None without one."""
+        status = (self.outcome or {}).get("replay")
+        return None if status is None else status == "pass"
 
     def to_json(self) -> dict[str, Any]:
         """The row as written to ``pairs.jsonl`` (see the module docstring for which keys)."""
@@ -118,6 +128,8 @@ class PairRow:
         data.update(op=self.op, params=self.params)
         if self.measured:
             data.update(self._metrics_json())
+        if self.outcome is not None:
+            data["outcome"] = dict(self.outcome)
         if self.error is not None:
             data["error"] = self.error
         for key in ("job_id", "replay_id", "step", "retries"):
@@ -169,7 +181,7 @@ class PairRow:
             llm_calls=_mapping(r, "llm_calls") or {}, measured=any(r.has(k) for k in _METRICS),
             error=_opt(r, "error", r.opt_string, None), job_id=_opt(r, "job_id", r.opt_string, None),
             replay_id=_opt(r, "replay_id", r.opt_string, None), step=_opt(r, "step", r.opt_integer, None),
-            retries=_mapping(r, "retries"),
+            retries=_mapping(r, "retries"), outcome=_mapping(r, "outcome"),
         )
 
 

@@ -21,11 +21,12 @@
 
 from __future__ import annotations
 
-from .examples import EXAMPLES_FILE, find_pair, list_pairs, write_examples
+from .examples import EXAMPLES_FILE, find_pair, list_pairs, pair_view, write_examples
 from .findings import campaign_findings, findings_console, findings_markdown
-from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings
+from .findings_more import analysis_findings, attribution_findings, compare_findings, gate_findings, gate_iterations
 from .html import HTML_FILE, detect, folder_files, read_json, write_html
 from .interventional import campaign_markdown, interventional_report
+from .localize import localize_findings, localize_markdown, localize_page
 from .markdown import REPORT_FILE, fmt, fmt_ci, fmt_est, graph_nodes, render_report, write_report
 from .markup import md_code, md_table, md_text, visible, xml_text
 from .plots import CLASS_COLORS, PLOT_FILES, write_plots
@@ -58,11 +59,16 @@ __all__ = [
     "EXAMPLES_FILE",
     "write_examples",
     "find_pair",
+    "pair_view",
+    "localize_findings",
+    "localize_markdown",
+    "localize_page",
     "list_pairs",
     "campaign_findings",
     "findings_console",
     "findings_markdown",
     "gate_findings",
+    "gate_iterations",
     "analysis_findings",
     "compare_findings",
     "attribution_findings",

@@ -13,7 +13,11 @@ The rules, per perturbation, in this order (a pair is shown once):
   D_struct, D_output) are the commonest combination; of them the one whose d_i is
   nearest the median (the first in job order on a tie);
 * **largest cascade**: the effective pair whose downstream nodes moved most (the sum of
-  their distances);
+  their distances), among those whose path changed (D_shape) when any did: a pair that
+  changed values only is never shown as the cascade of a perturbation that changed
+  paths, and a perturbation's examples include a path-changing pair whenever it has one;
+* **pass to fail**: the first effective pair whose baseline passed its outcome checks and
+  whose replay failed them (with outcome checks, when any did);
 * **no-op**: the first no-op pair;
 * **not applied**: the first pair whose perturbation did not land, if any;
 * **failed**: the first failed replay, if any.
@@ -50,7 +54,7 @@ __all__ = ["EXAMPLES_FILE", "ExamplePair", "Step", "select_examples", "pair_view
            "word_diff", "traces_by_id"]
 
 EXAMPLES_FILE = "examples.json"
-RULES = ("typical effective", "largest cascade", "no-op", "not applied", "failed")
+RULES = ("typical effective", "largest cascade", "pass to fail", "no-op", "not applied", "failed")
 VALUE_CHARS = 600
 """The most characters of a value (an input, a field, an output) an example keeps."""
 OUTPUT_WORDS = 400
@@ -128,7 +132,7 @@ class ExamplePair:
             return f"the replay failed: {self.error or 'no error recorded'}"
         if self.stratum == "not_applied":
             return f"the perturbation was not applied: {self.note or 'no reason recorded'}"
-        moved = [name for name, key in (("path", "D_shape"), ("loop iterations", "D_iter"), ("nodes run", "D_struct"))
+        moved = [name for name, key in (("path", "D_shape"), ("call counts", "D_iter"), ("nodes run", "D_struct"))
                  if self.events.get(key)]
         out = "final output changed" if self.output_changed else "final output identical"
         where = f"first divergent call {self.first}" if self.first else "no call diverged"
@@ -180,7 +184,10 @@ def _chosen(rows: Sequence[PairRow], downstream: Sequence[str]) -> list[tuple[st
         mags = [r.magnitude for r in usual if r.magnitude is not None]
         mid = statistics.median(mags) if mags else 0.0
         picks.append(("typical effective", min(usual, key=lambda r: abs((r.magnitude or 0.0) - mid))))
-        picks.append(("largest cascade", max(effective, key=lambda r: _cascade(r, downstream))))
+        moved = [r for r in effective if r.d_shape]
+        picks.append(("largest cascade", max(moved or effective, key=lambda r: _cascade(r, downstream))))
+        broke = [r for r in effective if (r.outcome or {}).get("baseline") == "pass" and r.replay_passed is False]
+        picks.append(("pass to fail", broke[0] if broke else None))
     picks.append(("no-op", next((r for r in ok if r.stratum == "noop"), None)))
     picks.append(("not applied", next((r for r in ok if r.stratum == "not_applied"), None)))
     picks.append(("failed", next((r for r in rows if r.status == "failed"), None)))

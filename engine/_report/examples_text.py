@@ -80,7 +80,7 @@ def render_text(pair: ExamplePair) -> str:
         lines.append("distance of each node, baseline to replay (0 same, 1 entirely different; — did not run):")
         lines += [f"  {label(n, 40):<40} {fmt(d)}" for n, d in pair.distances]
     events = pair.events
-    lines.append(f"events: path changed {_yes(events.get('D_shape'))}, loop iterations changed by "
+    lines.append(f"events: path changed {_yes(events.get('D_shape'))}, call counts changed by "
                  f"{events.get('D_iter', 0)}, nodes run changed {_yes(events.get('D_struct'))}, some node's output "
                  f"changed {_yes(events.get('D_output'))}")
     lines += _output(pair)

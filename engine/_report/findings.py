@@ -14,19 +14,31 @@ a change is safe reads them:
 1. problems first: replays whose perturbation was not applied, requests the replay
    contract does not account for, failed replays, failed negative controls, llm nodes
    whose requests the engine did not see;
+1b. per perturbation, how far it moves the pass rate beyond its control replays, when
+   the spec has outcome checks (:mod:`.findings_outcome`): whether answers stay right;
 2. per perturbation, the event it moved most beyond its control replays: the path
-   (D_shape), the loop iterations (D_iter), which nodes run (D_struct) or the final
-   output (D_output), as the excess of its effective stratum's rate over its control's
-   (MOVER interval, :mod:`.summary`), with the path's excess beside it when another
-   event is the strongest;
-3. the thresholds found: up to which change of its target a perturbation leaves the
-   path as under control, and how much more often the path changes beyond it;
+   (D_shape), the loop iterations (D_iter; "the call counts" in a pipeline without a
+   loop, and left out when no pair's call counts differed), which nodes run (D_struct)
+   or the final output (D_output), as the excess of its effective stratum's rate over
+   its control's (MOVER interval, :mod:`.summary`), with the path's excess beside it
+   when another event is the strongest, and the inputs where it moved the path most
+   when the effect is concentrated there (the per-input tests of ``campaign.json``);
+3. the thresholds found: from which change of its target the path changes beyond
+   control, and what the change below it does;
 4. the check of the observational estimates: on how many edges observational and
    interventional sensitivity agree, and which edges were probed beyond what natural
    runs show.
 
 The gate's, the analysis', the comparison's and the attribution's are in
 :mod:`.findings_more`.
+
+**Absence is an equivalence claim.** A sentence says an effect is absent ("leaves the
+path as its control replays do", "as often as under control") only when the
+difference's 95% interval lies inside the stated equivalence margin (``campaign.json``'s
+``equivalence_margin``, the spec's ``analysis.equivalence_margin``, 0.05 by default):
+the two one-sided tests of a TOST at 2.5% each. Otherwise it says the difference is
+not distinguishable from control at its n, with its interval, and how many replays
+would halve that interval (its width shrinks as 1 / sqrt(n): four times as many).
 """
 
 from __future__ import annotations
@@ -47,7 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["Finding", "EVENTS", "campaign_findings", "findings_html", "findings_markdown", "findings_text",
            "findings_console",
            "strongest_event", "EventEffect", "event_effects", "perturbation_anchor", "action", "pct", "Sentence",
-           "code_list", "PATH_EVENTS"]
+           "code_list", "PATH_EVENTS", "DEFAULT_MARGIN", "inside_margin", "undecided", "campaign_events",
+           "iteration_words", "profile_iterations_told"]
 
 EVENTS: tuple[tuple[str, str, str], ...] = (
     ("d_shape", "D_shape", "the path"),
@@ -61,6 +74,9 @@ target's own included) holds for every effective pair by definition: it is the e
 a perturbation moved most only when it moved none of the path events beyond its
 control (it changed values only)."""
 PATH_EVENTS = ("d_shape", "d_iter", "d_struct")
+DEFAULT_MARGIN = 0.05
+"""The equivalence margin of a file written before it held one."""
+Events = tuple[tuple[str, str, str], ...]
 
 Part = tuple[str, str]
 """``("text", s)`` or ``("code", s)``: a piece of a sentence."""
@@ -163,6 +179,59 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return f" [{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]" if lo is not None and hi is not None else ""
 
 
+def inside_margin(lo: float | None, hi: float | None, margin: float) -> bool:
+    """Whether the interval ``[lo, hi]`` lies inside ``[-margin, +margin]``: the two
+    one-sided tests of equivalence (TOST) both reject."""
+    return lo is not None and hi is not None and -margin <= lo and hi <= margin
+
+
+def undecided(n: int | None, value: float | None, lo: float | None, hi: float | None, margin: float, unit: str,
+              against: str = "control") -> str:
+    """``not distinguishable from control at n = 225 effective pairs (+0.018 [-0.052, +0.089],
+    wider than the equivalence margin ±0.05; 4x the replays, n = 900, would halve the
+    interval)``."""
+    more = f"; 4x the replays, n = {fmt_n(4 * n)}, would halve the interval" if n else ""
+    return (f"not distinguishable from {against} at n = {fmt_n(n)} {unit} ({fmt(value, signed=True)}{_ci(lo, hi)}, "
+            f"wider than the equivalence margin ±{margin:g}{more})")
+
+
+def iteration_words(loop: bool, differed: bool) -> str | None:
+    """What D_iter is called: the loop iterations of a pipeline with a loop; the call
+    counts of one without, when some pair's calls per node differed beyond which nodes
+    ran (a branch taken runs other nodes, which D_struct and the path already say);
+    nothing to say otherwise."""
+    return "the loop iterations" if loop else "the call counts" if differed else None
+
+
+def profile_iterations_told(p: Mapping[str, Any]) -> bool:
+    """Whether D_iter says anything in an analysis (its ``profile.json``): a loop in its
+    graph, or same-input pairs whose calls per node differed with the same nodes run (a
+    D_iter rate above the D_struct rate); a profile without its graph keeps it."""
+    graph, div = p.get("graph"), p.get("divergence")
+    if not isinstance(graph, Mapping) or not isinstance(div, Mapping):
+        return True
+    rate, struct = div.get("D_iter"), div.get("D_struct")
+    differed = not isinstance(struct, (int, float)) or (isinstance(rate, (int, float)) and rate > struct + 1e-9)
+    return iteration_words(bool(graph.get("loop")), differed) is not None
+
+
+def _iterations_differed(c: CampaignEstimates) -> bool:
+    """Whether some pair of the campaign (observational, perturbed or control) had its
+    call counts differ with the same nodes run: D_struct implies D_iter, so a D_iter
+    rate above the D_struct rate of the same pairs."""
+    blocks = [c.observational.rates, *(s.rates for p in c.perturbations for s in p.strata.values()),
+              *(p.control_replays.rates for p in c.perturbations if p.control_replays is not None)]
+    return any((r.d_iter.value or 0.0) > (r.d_struct.value or 0.0) + 1e-9 for r in blocks)
+
+
+def campaign_events(c: CampaignEstimates) -> Events:
+    """:data:`EVENTS` as the campaign's sentences speak of them: D_iter as the loop
+    iterations or the call counts (:func:`iteration_words`), or left out when its
+    pipeline has no loop and no pair's call counts differed (no D_iter story to tell)."""
+    words = iteration_words(bool(c.loop), _iterations_differed(c))
+    return tuple((k, n, (words or w) if k == "d_iter" else w) for k, n, w in EVENTS if k != "d_iter" or words)
+
+
 def perturbation_anchor(pid: str) -> str:
     """The ``id`` of a perturbation's row in the page's summary table."""
     return anchor("perturbation", pid)
@@ -199,12 +268,13 @@ class EventEffect:
         return self.lo is not None and self.lo > 0
 
 
-def event_effects(p: PerturbationEstimates) -> list[EventEffect]:
-    """The four events' excesses of ``p`` over its control replays, in :data:`EVENTS` order."""
+def event_effects(p: PerturbationEstimates, events: Events = EVENTS) -> list[EventEffect]:
+    """The events' excesses of ``p`` over its control replays, in :data:`EVENTS` order
+    (``events``: those the campaign speaks of, :func:`campaign_events`)."""
     rates = p.stratum("effective").rates
     controls = p.control_replays.rates if p.control_replays is not None else None
     out = []
-    for key, name, what in EVENTS:
+    for key, name, what in events:
         rate = getattr(rates, key)
         control = getattr(controls, key) if controls is not None else None
         e = excess(rate, control)
@@ -212,12 +282,12 @@ def event_effects(p: PerturbationEstimates) -> list[EventEffect]:
     return out
 
 
-def strongest_event(p: PerturbationEstimates) -> EventEffect | None:
+def strongest_event(p: PerturbationEstimates, events: Events = EVENTS) -> EventEffect | None:
     """The event ``p`` moved most beyond its control: of the path events (D_shape,
     D_iter, D_struct) whose excess's interval lies above 0, the largest excess (ties in
     :data:`EVENTS` order); D_output when there is none (values only); None when no
     excess is defined."""
-    effects = [e for e in event_effects(p) if e.value is not None]
+    effects = [e for e in event_effects(p, events) if e.value is not None]
     clear = [e for e in effects if e.key in PATH_EVENTS and e.clear]
     order = [k for k, _, _ in EVENTS]
     if clear:
@@ -249,9 +319,9 @@ def action(p: PerturbationEstimates) -> Sentence:
     return s.t(f"{op} at ").c(p.node)
 
 
-def _effect(p: PerturbationEstimates) -> Finding | None:
-    effects = event_effects(p)
-    top = strongest_event(p)
+def _effect(p: PerturbationEstimates, margin: float, events: Events) -> Finding | None:
+    effects = event_effects(p, events)
+    top = strongest_event(p, events)
     eff = p.stratum("effective")
     link = perturbation_anchor(p.id)
     if eff.n == 0:
@@ -262,21 +332,44 @@ def _effect(p: PerturbationEstimates) -> Finding | None:
     if top is None:
         return None
     shape = effects[0]
+    same = inside_margin(shape.lo, shape.hi, margin)
     s = action(p).t(" (").c(p.id).t(") ")
-    if top.key == "d_output":
-        s.t("leaves the path as its control replays do")
-        if shape.value is not None:
-            s.t(f" ({fmt(shape.value, signed=True)}{_ci(shape.lo, shape.hi)})")
-        s.t(f"; it changes values only: {_estimate(top)}.")
-        return s.done("effect", link, perturbation=p.id, event=top.name, value=top.value, lo=top.lo, hi=top.hi,
-                      n=top.rate.n)
-    s.t(f"changes {top.what} in {pct(top.value)} of traces beyond control ({_estimate(top)})")
-    if top.key != "d_shape" and shape.value is not None:
-        s.t(f"; {shape.what} in {pct(shape.value)} ({fmt(shape.value, signed=True)}{_ci(shape.lo, shape.hi)}"
-            + ("" if shape.clear else ", not beyond control") + ")")
+    if top.key == "d_output" and same:
+        s.t(f"leaves the path as its control replays do ({fmt(shape.value, signed=True)}{_ci(shape.lo, shape.hi)}, "
+            f"inside the equivalence margin ±{margin:g}); it changes values only: {_estimate(top)}")
+    elif top.key == "d_output":
+        s.t(f"changes values: {_estimate(top)}; on the path it is "
+            + undecided(shape.rate.n, shape.value, shape.lo, shape.hi, margin, "effective pairs"))
+    else:
+        s.t(f"changes {top.what} in {pct(top.value)} of traces beyond control ({_estimate(top)})")
+        if top.key != "d_shape" and shape.value is not None:
+            s.t(f"; {shape.what} in {pct(shape.value)} ({fmt(shape.value, signed=True)}{_ci(shape.lo, shape.hi)}"
+                + ("" if shape.clear else f", inside the equivalence margin ±{margin:g}" if same
+                   else f", not distinguishable from control at n = {fmt_n(shape.rate.n)}") + ")")
+    inputs = _concentration(s, p, shape.clear)
     s.t(".")
     return s.done("effect", link, perturbation=p.id, event=top.name, value=top.value, lo=top.lo, hi=top.hi,
-                  n=top.rate.n)
+                  n=top.rate.n, path_value=shape.value, path_lo=shape.lo, path_hi=shape.hi, margin=margin,
+                  path_claim="equivalent" if same else "beyond control" if shape.clear else "undecided",
+                  inputs=inputs)
+
+
+def _concentration(s: Sentence, p: PerturbationEstimates, average_clear: bool) -> list[str]:
+    """Names the inputs where ``p`` moved the path most (its per-input tests), when the
+    effect is concentrated in them or the average does not show it; returns their ids."""
+    per = p.per_input
+    moved = per.moved() if per is not None else []
+    if per is not None and not moved and not average_clear and not per.family and per.untestable_higher():
+        s.t(f"; per input, none of its {len(per.inputs)} inputs has replays enough to be tested")
+    if per is None or not moved or not (per.concentrated or not average_clear):
+        return []
+    s.t(f"; the path moved most at {len(moved)} of {len(per.inputs)} inputs: ")
+    for i, g in enumerate(moved[:3]):
+        s.t(", " if i else "").c(g.input_id).t(f" ({g.events} of {g.n} effective pairs against {g.control_events} "
+                                               f"of {g.control_n} control replays, Holm p = {g.p_holm or 0.0:.2g})")
+    if len(moved) > 3:
+        s.t(f" and {len(moved) - 3} more")
+    return [g.input_id for g in moved]
 
 
 def _estimate(e: EventEffect) -> str:
@@ -332,27 +425,57 @@ def _problems(c: CampaignEstimates, raw: Mapping[str, Any]) -> list[Finding]:
 # --------------------------------------------------------------------------- thresholds
 
 
-def _threshold(p: PerturbationEstimates) -> Finding | None:
+def _threshold(p: PerturbationEstimates, margin: float) -> Finding | None:
     b = p.beta_shape
     if b.value is None or len(b.bins) < 2:
         return None  # one magnitude: the effect sentence says it all
     link = anchor("dose", p.id)
     first = next((x for x in b.bins if x.qualifies), None)
+    below = _bin_below(b.bins)
+    lo, hi = (below.excess.ci or (None, None)) if below is not None else (None, None)
+    same = inside_margin(lo, hi, margin)
     if b.upper_bound:
         s = Sentence().t("Perturbation ").c(p.id).t(f" changes the path already at its smallest change (d_i ≤ "
                                                     f"{fmt(b.value)}): no tolerance below it was measured")
-    else:
+    elif same and below is not None:
         s = Sentence().t("Node ").c(p.node).t(f" tolerates changes up to d_i = {fmt(b.value)} (").c(p.id) \
-            .t(f"): below it the path changes no more often than under control ({fmt_n(b.n_below)} pairs)")
+            .t(f"): below it the path changes as often as under control ({_bin_text(below)}, inside the "
+               f"equivalence margin ±{margin:g}; {fmt_n(b.n_below)} pairs below it)")
+    else:
+        s = Sentence().t("Node ").c(p.node).t(" (").c(p.id).t(")")
     if first is not None and first.excess.value is not None:
         ci = first.excess.ci
         where = (f"at ladder step {first.step} (d_i {fmt(first.lo)}–{fmt(first.hi)})" if b.bin_rule == "ladder"
                  else f"from d_i = {fmt(first.lo)} on")
-        s.t(f"; {where} it changes in {pct(first.excess.value)} of traces beyond control "
-            f"({fmt(first.excess.value, signed=True)}{_ci(*(ci or (None, None)))}, n = {fmt_n(first.n)})")
+        s.t(f"{'; ' if b.upper_bound or same else ': '}{where} the path changes in {pct(first.excess.value)} of "
+            f"traces beyond control ({fmt(first.excess.value, signed=True)}{_ci(*(ci or (None, None)))}, "
+            f"n = {fmt_n(first.n)})")
+    if not b.upper_bound and not same:
+        s.t(f"; below d_i = {fmt(b.value)} ({fmt_n(b.n_below)} pairs) it is ")
+        s.t(undecided(below.n, below.excess.value, lo, hi, margin, f"pairs at d_i {fmt(below.lo)}–{fmt(below.hi)}")
+            if below is not None else "not measured against control")
     s.t(".")
     return s.done("threshold", link, perturbation=p.id, value=b.value, upper_bound=b.upper_bound,
-                  excess=None if first is None else first.excess.value)
+                  excess=None if first is None else first.excess.value, margin=margin,
+                  below_claim=None if below is None else "equivalent" if same else "undecided",
+                  below_lo=lo, below_hi=hi)
+
+
+def _bin_below(bins: Sequence[Any]) -> Any:
+    """The bin that stopped the step-down search (the largest that does not qualify below
+    the qualifying bins at the top), None when every bin qualifies or none does."""
+    top_down = list(reversed(bins))
+    for i, upper in enumerate(top_down[:-1]):
+        if not upper.qualifies:
+            return None
+        if not top_down[i + 1].qualifies:
+            return top_down[i + 1]
+    return None
+
+
+def _bin_text(x: Any) -> str:
+    ci = x.excess.ci or (None, None)
+    return f"d_i {fmt(x.lo)}–{fmt(x.hi)}: {fmt(x.excess.value, signed=True)}{_ci(*ci)}, n = {fmt_n(x.n)}"
 
 
 def _adaptive(p: PerturbationEstimates) -> Finding | None:
@@ -366,7 +489,7 @@ def _adaptive(p: PerturbationEstimates) -> Finding | None:
     curve, param, whole = a.beta_shape, str(a.settings.get("param", "dose")), bool(a.settings.get("integer"))
     s = Sentence().t("Perturbation ").c(p.id).t(f" (an adaptive ladder over {param}): ")
     if curve.onset is None:
-        s.t("the path changes beyond control at none of the levels tried")
+        s.t("no level tried changes the path distinguishably beyond control")
     else:
         s.t(f"the path changes beyond control from {param} = {fmt_dose(curve.onset, integer=whole)} on "
             + (f"(not at {fmt_dose(curve.below, integer=whole)})" if curve.below is not None
@@ -425,7 +548,11 @@ def campaign_findings(raw: Mapping[str, Any], campaign: CampaignEstimates | None
     from quiver._interventional import CampaignEstimates
 
     c = campaign if campaign is not None else CampaignEstimates.from_json(raw)
-    effects = [f for p in c.perturbations if (f := _effect(p)) is not None]
+    margin = c.equivalence_margin if c.equivalence_margin is not None else DEFAULT_MARGIN
+    events = campaign_events(c)
+    effects = [f for p in c.perturbations if (f := _effect(p, margin, events)) is not None]
     effects.sort(key=lambda f: -(f.data.get("value") or 0.0))
-    thresholds = [f for p in c.perturbations for f in (_adaptive(p), _threshold(p)) if f is not None]
-    return [*_problems(c, raw), *effects, *thresholds, *_validation(c)]
+    thresholds = [f for p in c.perturbations for f in (_adaptive(p), _threshold(p, margin)) if f is not None]
+    from .findings_outcome import outcome_findings  # outcomes first: whether answers stay right
+
+    return [*_problems(c, raw), *outcome_findings(c, margin), *effects, *thresholds, *_validation(c)]

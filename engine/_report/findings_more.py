@@ -14,10 +14,10 @@ from typing import Any
 
 from quiver._stats import fmt, fmt_n
 
-from .findings import Finding, Sentence, code_list, pct
+from .findings import DEFAULT_MARGIN, Finding, Sentence, code_list, inside_margin, iteration_words, pct, undecided
 from .markup import anchor
 
-__all__ = ["gate_findings", "analysis_findings", "compare_findings", "attribution_findings"]
+__all__ = ["gate_findings", "gate_iterations", "analysis_findings", "compare_findings", "attribution_findings"]
 
 
 def _num(x: Any) -> float | None:
@@ -41,7 +41,7 @@ def _arm(row: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------- gate
 
 
-def _gate_rate(c: Mapping[str, Any], key: str, what: str) -> Finding | None:
+def _gate_rate(c: Mapping[str, Any], key: str, what: str, margin: float) -> Finding | None:
     row = (c.get("rates") or {}).get(key)
     if not isinstance(row, Mapping):
         return None
@@ -51,15 +51,73 @@ def _gate_rate(c: Mapping[str, Any], key: str, what: str) -> Finding | None:
     verb = "change" if what.endswith("s") else "changes"
     s = Sentence().t("With ").c(c.get("template")).t(f" {what} {verb} in {pct(_num(cand.get('value')))} of the "
                                                       f"replays against {pct(_num(curr.get('value')))} with the "
-                                                      "current template ("
-                                                      f"{_est(diff.get('value'), diff.get('ci'), signed=True)}, "
-                                                      f"n = {fmt_n(diff.get('n'))})")
-    s.t(": more than the current template's noise." if row.get("rises") else ": within the current template's noise.")
+                                                      "current template: ")
+    ci = diff.get("ci") if isinstance(diff.get("ci"), Sequence) else None
+    lo, hi = (_num(ci[0]), _num(ci[1])) if ci and len(ci) == 2 else (None, None)
+    test = row.get("test_ci") if isinstance(row.get("test_ci"), Sequence) else None
+    estimate = f"{_est(diff.get('value'), diff.get('ci'), signed=True)}, n = {fmt_n(diff.get('n'))}"
+    if row.get("rises"):
+        level = _num(row.get("test_level"))
+        at = (f"; at the gate's level its {100 * level:.3g}% interval, [{fmt(_num(test[0]), signed=True)}, "
+              f"{fmt(_num(test[1]), signed=True)}], lies above 0" if test and level is not None else "")
+        s.t(f"more than the current template's noise ({estimate}{at}).")
+        claim = "rises"
+    elif inside_margin(lo, hi, margin):
+        s.t(f"as often as with it ({estimate}, inside the equivalence margin ±{margin:g}).")
+        claim = "equivalent"
+    else:
+        s.t(undecided(_int(diff.get("n")), _num(diff.get("value")), lo, hi, margin, "replays per arm",
+                      "the current template") + ".")
+        claim = "undecided"
     return s.done("effect", anchor("gate", c.get("template")), template=str(c.get("template")), event=key,
-                  value=_num(diff.get("value")), rises=bool(row.get("rises")))
+                  value=_num(diff.get("value")), rises=bool(row.get("rises")), lo=lo, hi=hi, margin=margin,
+                  claim=claim)
 
 
-def _gate_candidate(c: Mapping[str, Any]) -> list[Finding]:
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _gate_inputs(c: Mapping[str, Any]) -> list[Finding]:
+    """The inputs whose path moved (named, with their counts), and those the probes could
+    not test."""
+    per = c.get("per_input")
+    if not isinstance(per, Mapping):
+        return []
+    rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
+    link, template = anchor("gate", c.get("template")), str(c.get("template"))
+    out = []
+    moved = [rows[str(g)] for g in per.get("moved") or [] if str(g) in rows]
+    if moved:
+        s = Sentence().t("With ").c(template).t(f" the path moved at {len(moved)} of {len(rows)} input(s): ")
+        for i, g in enumerate(moved):
+            s.t("; " if i else "").c(g.get("input_id")).t(
+                f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
+                f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
+        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
+                                 inputs=[str(g.get("input_id")) for g in moved]))
+    untested = [rows[str(g)] for g in per.get("untestable") or [] if str(g) in rows]
+    unprobed = [str(g) for g in per.get("unprobed") or []]
+    if untested or unprobed:
+        s = Sentence().t("Not tested per input with ").c(template).t(": ")
+        if untested:
+            more = [v for v in (per.get("replays_to_test") or {}).values() if isinstance(v, int)]
+            why = (f"any input's change ({fmt_n(per.get('replays_needed'))} would test a complete change of one "
+                   "input)" if per.get("enough_replays") is False else "beside the other inputs' noise"
+                   + (f" (about {fmt_n(max(more))} would test them)" if more else ""))
+            code_list(s, [str(g.get("input_id")) for g in untested[:10]]).t(
+                (f" and {len(untested) - 10} more" if len(untested) > 10 else "")
+                + f" changed the path more often with the candidate, with {fmt_n(c.get('repeats'))} replays per "
+                f"probe and arm too few to test {why}")
+        if unprobed:
+            s.t("; " if untested else "").t(f"{fmt_n(len(unprobed))} input(s) got no probe: ")
+            code_list(s, unprobed[:10]).t(f" and {len(unprobed) - 10} more" if len(unprobed) > 10 else "")
+        out.append(s.t(".").done("note", link, template=template, untested=[str(g.get("input_id")) for g in untested],
+                                 unprobed=unprobed))
+    return out
+
+
+def _gate_candidate(c: Mapping[str, Any], margin: float) -> list[Finding]:
     verdict = str(c.get("verdict", "")).upper()
     s = Sentence().t("Candidate ").c(c.get("template")).t(" at ").c(c.get("node")).t(f": {verdict}")
     d_i, beta = c.get("d_i") or {}, _num((c.get("beta_shape") or {}).get("value"))
@@ -71,8 +129,11 @@ def _gate_candidate(c: Mapping[str, Any]) -> list[Finding]:
                 f"{fmt(beta)}")
     out = [s.t(".").done("verdict", anchor("gate", c.get("template")), template=str(c.get("template")),
                          verdict=verdict, value=_num(cand.get("value")))]
-    out += [f for key, what in (("D_shape", "the path"), ("D_iter", "the loop iterations"))
-            if (f := _gate_rate(c, key, what)) is not None]
+    iterations = gate_iterations(c)
+    out += [f for key, what in (("D_shape", "the path"), ("D_iter", iterations))
+            if what is not None and (f := _gate_rate(c, key, what, margin)) is not None]
+    out += _gate_inputs(c)
+    out += _gate_outcome(c)
     nodes = [str(r.get("node")) for r in c.get("re_evaluate") or [] if isinstance(r, Mapping)]
     if nodes:
         out.append(code_list(Sentence().t("Re-evaluate "), nodes).t(" (the nodes this change can move beyond alpha).")
@@ -80,13 +141,56 @@ def _gate_candidate(c: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def _gate_outcome(c: Mapping[str, Any]) -> list[Finding]:
+    """The outcome criterion of a candidate (``gate.json``'s ``outcome``): its pass rate
+    against the current template's, what that decides at the margin, and the inputs where
+    answers fail more often."""
+    o = c.get("outcome")
+    if not isinstance(o, Mapping):
+        return []
+    template, link = str(c.get("template")), anchor("gate", c.get("template"))
+    cand, curr, diff = _arm(o, "candidate"), _arm(o, "current"), _arm(o, "difference")
+    lo, hi = (o.get("test_ci") or [None, None])[:2]
+    said = {"worse": "lowers it beyond", "non-inferior": "keeps it within",
+            "undecided": "is not shown to keep it within"}.get(str(o.get("decision")), str(o.get("decision")))
+    interval = f"[{fmt(_num(lo), signed=True)}, {fmt(_num(hi), signed=True)}]"
+    s = Sentence().t("With ").c(template).t(f" the pass rate is {fmt(_num(cand.get('value')))} against "
+                                          f"{fmt(_num(curr.get('value')))} with the current template "
+                                          f"({fmt(_num(diff.get('value')), signed=True)} {interval}, "
+                                          f"n = {fmt_n(diff.get('n'))}): the candidate {said} the non-inferiority "
+                                          f"margin {fmt(_num(o.get('margin')))}")
+    out = [s.t(".").done("verdict", link, template=template, decision=str(o.get("decision")),
+                         value=_num(diff.get("value")), lo=_num(lo), hi=_num(hi))]
+    per = o.get("per_input") or {}
+    rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
+    moved = [rows[str(g)] for g in per.get("moved") or [] if str(g) in rows]
+    if moved:
+        s = Sentence().t("With ").c(template).t(f" answers fail more often at {len(moved)} of {len(rows)} input(s): ")
+        for i, g in enumerate(moved):
+            s.t("; " if i else "").c(g.get("input_id")).t(
+                f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
+                f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
+        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
+                                 inputs=[str(g.get("input_id")) for g in moved]))
+    return out
+
+
+def gate_iterations(c: Mapping[str, Any]) -> str | None:
+    """What D_iter is called for a candidate (:func:`~.findings.iteration_words`; a
+    gate.json written before ``loop`` existed: the loop iterations)."""
+    return iteration_words(bool(c.get("loop", True)), bool(c.get("call_counts_differ", True)))
+
+
 def gate_findings(data: Mapping[str, Any]) -> list[Finding]:
     """What a gate (its ``gate.json``) found: per candidate its verdict, the path and
-    loop rates against the current template's, and what to re-evaluate."""
+    loop rates against the current template's (an absence said only inside the
+    equivalence margin), the inputs whose path moved and those not tested, and what to
+    re-evaluate."""
     out: list[Finding] = []
+    margin = _num(data.get("equivalence_margin")) or DEFAULT_MARGIN
     for c in data.get("candidates") or []:
         if isinstance(c, Mapping):
-            out += _gate_candidate(c)
+            out += _gate_candidate(c, margin)
     return out
 
 

@@ -293,7 +293,7 @@ def folded(md: str, *, prefix: str = "") -> list[Markup]:
 
 
 def detect(folder: Path) -> str:
-    """``campaign``, ``gate`` or ``analysis``: what ``folder`` holds.
+    """``campaign``, ``gate``, ``localize`` or ``analysis``: what ``folder`` holds.
 
     Raises:
         QuiverError: It holds none of ``campaign.json``, ``gate.json``, ``profile.json``.
@@ -301,7 +301,8 @@ def detect(folder: Path) -> str:
     if not folder.is_dir():
         what = "is a file" if folder.exists() else "does not exist"
         raise QuiverError(f"{folder} {what}; give the folder of a `quiver run`, `quiver analyze` or `quiver gate`")
-    for name, kind in (("campaign.json", "campaign"), ("gate.json", "gate"), ("profile.json", "analysis")):
+    for name, kind in (("campaign.json", "campaign"), ("gate.json", "gate"), ("localize.json", "localize"),
+                       ("profile.json", "analysis")):
         if (folder / name).is_file():
             return kind
     raise QuiverError(f"{folder} holds no campaign.json, gate.json or profile.json: give the folder a `quiver run`, "
@@ -341,7 +342,7 @@ def write_html(folder: str | Path, kind: str | None = None, *,
     """
     out = Path(folder)
     kind = kind or detect(out)
-    source = {"campaign": "campaign.json", "gate": "gate.json"}.get(kind, "profile.json")
+    source = {"campaign": "campaign.json", "gate": "gate.json", "localize": "localize.json"}.get(kind, "profile.json")
     try:
         text = _page(out, kind, files)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -360,6 +361,10 @@ def _page(out: Path, kind: str, files: Sequence[tuple[str, int | None]] | None) 
         profile = read_json(profile_path) if profile_path.is_file() else None
         listed: list[tuple[str, int | None]] = [*folder_files(out), (HTML_FILE, None)]
         text = campaign_page(read_json(out / "campaign.json"), profile, out, sorted(files or listed))
+    elif kind == "localize":
+        from .localize import localize_page
+
+        text = localize_page(read_json(out / "localize.json"))
     elif kind == "gate":
         md = out / "gate.md"
         text = gate_page(read_json(out / "gate.json"), md.read_text(encoding="utf-8") if md.is_file() else None)

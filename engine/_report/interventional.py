@@ -52,6 +52,14 @@ _RATES = (
 _BETAS = (("beta_shape", "beta_shape"), ("beta_iter", "beta_iter"))
 
 
+def _iter_story(c: CampaignEstimates) -> bool:
+    """Whether D_iter has anything to say: a loop, or some pair whose call counts differed
+    (:func:`~.findings.campaign_events`); without, its columns and rows are left out."""
+    from .findings import campaign_events
+
+    return any(key == "d_iter" for key, _, _ in campaign_events(c))
+
+
 def _pid(p: PerturbationEstimates) -> str:
     return md_code(p.id)
 
@@ -103,6 +111,16 @@ def _excess_cell(r: SummaryRow) -> str:
                                         if e.lo is not None and e.hi is not None else "")
 
 
+def _outcome_cell(o: Any) -> str:
+    """The pass rate's change over the control replays' (``—``: no outcome effect)."""
+    if o is None:
+        return DASH
+    d = o.difference
+    lo, hi = d["ci"] or (None, None)
+    return fmt(d["value"], signed=True) + (f" [{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]" if lo is not None
+                                           else "") + f" (n = {fmt_n(o.pass_rate['n'])})"
+
+
 def _failed_cell(r: SummaryRow) -> str:
     reasons = "; ".join(f"{md_text(k)}: {fmt_n(v)}" for k, v in sorted(r.failures.by_reason.items()))
     return fmt_n(r.failures.count) + (f" ({reasons})" if reasons and r.failures.count else "")
@@ -112,17 +130,21 @@ def _glance(c: CampaignEstimates, raw: Mapping[str, Any] | None = None) -> list[
     rows = summary_rows(c, raw)
     if not rows:
         return []
+    outcome = {p.id: p.outcome for p in c.perturbations}
+    with_outcome = any(o is not None for o in outcome.values())
     table = [[md_code(r.id), md_text(r.node), md_text(r.op), f"{fmt_n(r.pairs)} ({fmt_n(r.effective)} / "
-              f"{fmt_n(r.noop)} / {fmt_n(r.failed)})", _excess_cell(r),
+              f"{fmt_n(r.noop)} / {fmt_n(r.failed)})", *([_outcome_cell(outcome[r.id])] if with_outcome else []),
+              _excess_cell(r),
               DASH if r.beta_value is None else ("≤ " if r.beta_upper_bound else "") + fmt(r.beta_value),
               md_text(r.verdict), _failed_cell(r)] for r in rows]
     headers = ["perturbation", "node", "op", "pairs (effective / no-op / failed)",
+               *(["pass rate over control [95% CI]"] if with_outcome else []),
                "D_shape excess over control [95% CI]", "beta_shape", "negative control", "failed replays (reason)"]
     return ["## At a glance", "",
             "*How to read this:* the excess is the effective stratum's D_shape rate minus that of the "
             "perturbation's control replays, with a 95% interval combined from the two rates' intervals (MOVER); "
             "beta_shape is the smallest change of the target that switched the path (≤: an upper bound). The "
-            "plots are in `report.html`.", ""] + _table(headers, table, "lllrrrll") + [""]
+            "plots are in `report.html`.", ""] + _table(headers, table, "lllr" + "r" * with_outcome + "rrll") + [""]
 
 
 def _counts(p: PerturbationEstimates) -> str:
@@ -134,10 +156,10 @@ def _counts(p: PerturbationEstimates) -> str:
     )
 
 
-def _divergence(p: PerturbationEstimates, obs: ObservationalEstimates) -> list[str]:
+def _divergence(p: PerturbationEstimates, obs: ObservationalEstimates, story: bool) -> list[str]:
     eff, noop = p.stratum("effective"), p.stratum("noop")
     rows = [[label, *_cells(getattr(obs.rates, key)), *_cells(getattr(eff.rates, key)),
-             *_cells(getattr(noop.rates, key))] for key, label in _RATES]
+             *_cells(getattr(noop.rates, key))] for key, label in _RATES if story or key != "d_iter"]
     rows.append([f"d({md_text(p.node)}) (magnitude)", DASH, DASH, *_cells(eff.magnitude), *_cells(noop.magnitude)])
     for node in p.downstream:
         rows.append([f"mean d({md_text(node)})", *_cells(obs.mean_d.get(node)), *_cells(eff.mean_d.get(node)),
@@ -149,12 +171,12 @@ def _divergence(p: PerturbationEstimates, obs: ObservationalEstimates) -> list[s
     return _table(headers, rows, "lrrrrrr")
 
 
-def _perturbation(p: PerturbationEstimates, obs: ObservationalEstimates) -> list[str]:
+def _perturbation(p: PerturbationEstimates, obs: ObservationalEstimates, story: bool) -> list[str]:
     params = json.dumps(p.params, sort_keys=True, ensure_ascii=False)
     ladder = f"; ladder {md_code(json.dumps(p.ladder, sort_keys=True))}" if p.ladder else ""
     lines = [f"### {_pid(p)}: {md_text(p.op)} at {md_text(p.node)}", "",
              f"Params {md_code(params)}{ladder}. {_counts(p)}", ""]
-    return lines + _divergence(p, obs) + [""]
+    return lines + _divergence(p, obs, story) + [""]
 
 
 def _perturbations(c: CampaignEstimates) -> list[str]:
@@ -165,8 +187,9 @@ def _perturbations(c: CampaignEstimates) -> list[str]:
              "change travelled.", ""]
     if not c.perturbations:
         return lines + ["No perturbation in this campaign.", ""]
+    story = _iter_story(c)
     for p in c.perturbations:
-        lines += _perturbation(p, c.observational)
+        lines += _perturbation(p, c.observational, story)
     return lines
 
 
@@ -179,17 +202,19 @@ def _cascades(c: CampaignEstimates) -> list[str]:
     if not c.perturbations:
         return []
     rows = []
+    story = _iter_story(c)
     for p in c.perturbations:
         name = "effective" if p.stratum("effective").n else "noop"
         s = p.strata[name]
-        rows.append([_pid(p), md_text(p.node), name, fmt_n(s.n), _est(s.rates.d_shape), _est(s.rates.d_iter),
-                     _cascade(s, p.downstream)])
-    headers = ["perturbation", "target", "stratum", "n", "D_shape [95% CI]", "D_iter [95% CI]",
+        rows.append([_pid(p), md_text(p.node), name, fmt_n(s.n), _est(s.rates.d_shape),
+                     *([_est(s.rates.d_iter)] if story else []), _cascade(s, p.downstream)])
+    headers = ["perturbation", "target", "stratum", "n", "D_shape [95% CI]", *(["D_iter [95% CI]"] if story else []),
                "cascade: mean d given D_shape > 0"]
     return ["## Cascades across perturbations (Table 4)", "",
             "*How to read this:* the same path-change rate can come from different mechanisms; the cascade column "
             "follows the downstream chain's mean distance among the pairs whose path changed (effective stratum, "
-            "the no-op one when there is no effective pair).", ""] + _table(headers, rows, "lllrrrl") + [""]
+            "the no-op one when there is no effective pair).", "",
+            *_table(headers, rows, f"lllrr{'r' * story}l"), ""]
 
 
 def _envelope(v: ValidationRow) -> str:
@@ -259,7 +284,9 @@ def _betas(c: CampaignEstimates) -> list[str]:
     perts = c.perturbations
     if not perts:
         return []
-    rows = [_beta_row(p, key, label) for p in perts for key, label in _BETAS]
+    story = _iter_story(c)
+    betas = [(key, label) for key, label in _BETAS if story or key != "beta_iter"]
+    rows = [_beta_row(p, key, label) for p in perts for key, label in betas]
     headers = ["perturbation", "beta", "value", "raw min [95% CI]", "n (effective)", "events", "IQR of events",
                "max non-bifurcating", "upper bound", "control rate", "note"]
     lines = ["## Bifurcation thresholds", "",
@@ -274,11 +301,12 @@ def _betas(c: CampaignEstimates) -> list[str]:
         lines += ["Control replays (the target as recorded, or re-run unchanged; downstream live): the noise each "
                   "bin is held against, trace by trace.", ""]
         lines += _table(["perturbation", "control", "replays", "traces", "D_shape rate [95% CI]",
-                         "D_iter rate [95% CI]"],
+                         *(["D_iter rate [95% CI]"] if story else [])],
                         [[_pid(p), md_code(r.id), fmt_n(r.n), fmt_n(r.traces), _est(r.rates.d_shape),
-                          _est(r.rates.d_iter)] for p, r in controls], "llrrrr") + [""]
+                          *([_est(r.rates.d_iter)] if story else [])] for p, r in controls],
+                        "llrrr" + "r" * story) + [""]
     for p in perts:
-        for key, label in _BETAS:
+        for key, label in betas:
             lines += _bins(p, key, label)
     return lines
 

@@ -367,6 +367,8 @@ def _nodes(p: Mapping[str, Any]) -> list[str]:
 
 
 def _divergence(p: Mapping[str, Any]) -> list[str]:
+    from .findings import profile_iterations_told
+
     div = p.get("divergence")
     lines = _section("Trajectory divergence", "divergence")
     if not isinstance(div, dict) or not div:
@@ -374,7 +376,7 @@ def _divergence(p: Mapping[str, Any]) -> list[str]:
     names = list(_DIVERGENCE) + [k for k in div if f"{k}_n" in div and k not in _DIVERGENCE]
     rows = []
     for key in names:
-        if key not in div:
+        if key not in div or (key == "D_iter" and not profile_iterations_told(p)):
             continue
         label, what = _DIVERGENCE.get(key, (md_text(key), DASH))
         rows.append([label, fmt_est(div, key), fmt_n(div.get(f"{key}_n")), what])

@@ -12,6 +12,7 @@ from quiver._stats import fmt, fmt_n
 from . import svg
 from .campaign_figures import figure as _figure, plots as _plots
 from .findings import findings_html
+from .findings_more import gate_iterations
 from .glossary import term, with_glossary
 from .graphsvg import GraphEdge, graph
 from .html import HTML_FILE, cell, details, folded, markdown_html, page, png_img
@@ -264,7 +265,7 @@ def _gate_charts(c: Mapping[str, Any]) -> list[Markup]:
                                       legend=legend),
                    "d_i at the changed node and every downstream node's distance, candidate against current "
                    "template, means with 95% intervals; the dashed line is the node's beta_shape.")]
-    rates = {k: v for k, v in (c.get("rates") or {}).items()}
+    rates = {k: v for k, v in (c.get("rates") or {}).items() if k != "D_iter" or gate_iterations(c) is not None}
     out.append(_figure(svg.interval_chart(f"gate-rates-{tid}", f"{tid}: divergence rates, per arm",
                                           _arm_rows(rates), axis="rate", lo=0.0, hi=1.0, legend=legend),
                        "D_shape and D_iter rates of the replays against the recording, per arm."))
@@ -281,7 +282,7 @@ def _gate_table(c: Mapping[str, Any]) -> Markup:
                                                         c["d_i"])]
     measures += [(f"field:{f}", f"field {f}", r) for f, r in (c.get("fields") or {}).items()]
     measures += [(f"rate:{k}", Markup("{} rate").format(term(k) if k in ("D_shape", "D_iter") else k), r)
-                 for k, r in (c.get("rates") or {}).items()]
+                 for k, r in (c.get("rates") or {}).items() if k != "D_iter" or gate_iterations(c) is not None]
     measures += [(f"d:{v}", f"d ({v})", r) for v, r in (c.get("downstream") or {}).items()]
     rows = Markup("").join(element(
         "tr", element("td", label),
@@ -294,6 +295,39 @@ def _gate_table(c: Mapping[str, Any]) -> Markup:
     return element("table", head, element("tbody", rows), class_="gate", data_template=str(c["template"]))
 
 
+def _gate_inputs(c: Mapping[str, Any]) -> Markup:
+    """The per-input tests: the inputs that moved and those not testable though the
+    candidate changed their path more often, with their counts and p-values."""
+    per = c.get("per_input")
+    if not isinstance(per, Mapping):
+        return Markup("")
+    rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
+    shown = [(rows[str(g)], "moved") for g in per.get("moved") or [] if str(g) in rows]
+    shown += [(rows[str(g)], "not testable") for g in per.get("untestable") or [] if str(g) in rows]
+    lead = element("p", f"Per input: {fmt_n(len(rows))} inputs, the path changed ({per.get('event')}) in the "
+                        f"candidate's replays against the current template's on the same probes; {per.get('test')}; "
+                        f"{per.get('correction')}, {fmt_n(per.get('family'))} input(s) in it, at {per.get('alpha')}."
+                        + (f" {fmt_n(len(per.get('unprobed') or []))} input(s) got no probe." if per.get("unprobed")
+                           else ""))
+    if not shown:
+        return lead + element("p", "No input's path moved beyond its current-template rate.", class_="muted")
+    body = Markup("").join(element(
+        "tr", element("td", element("code", str(g.get("input_id")))),
+        cell(f"{fmt_n(g.get('events'))} of {fmt_n(g.get('n'))}", field="candidate", value=g.get("rate"), num=True),
+        cell(f"{fmt_n(g.get('control_events'))} of {fmt_n(g.get('control_n'))}", field="current",
+             value=g.get("control_rate"), num=True),
+        cell(_p(g.get("p_value")), field="p", value=g.get("p_value"), num=True),
+        cell(_p(g.get("p_holm")), field="p_holm", value=g.get("p_holm"), num=True),
+        cell(status, field="status", value=status), data_input=str(g.get("input_id"))) for g, status in shown)
+    head = _head_row(["input", "candidate: path changed", "current template", "p", "Holm p", ""])
+    return lead + element("table", head, element("tbody", body), class_="gate-inputs",
+                          data_template=str(c["template"]))
+
+
+def _p(p: Any) -> str:
+    return "—" if _num(p) is None else f"{p:.3g}"
+
+
 def gate_page(data: Mapping[str, Any], markdown: str | None) -> str:
     """The gate's page: the verdict and its table first, then per candidate its charts,
     and the gate's Markdown (``gate.md``) folded."""
@@ -301,9 +335,9 @@ def gate_page(data: Mapping[str, Any], markdown: str | None) -> str:
     from .findings_more import gate_findings
 
     body = [Markup('<p class="lead">{}: <strong id="verdict" class="{}" data-value="{}">{}</strong> — {} '
-                   "candidate template(s), {} probes × {} replays per arm, seed {}.</p>").format(
+                   "candidate template(s), {} replays, {} LLM calls, seed {}.</p>").format(
         term("verdict", "Verdict"), f"verdict-{verdict}", verdict, verdict.upper(), len(data.get("candidates") or []),
-        fmt_n(data.get("probes")), fmt_n(data.get("repeats")), fmt_n(data.get("seed"))),
+        fmt_n(data.get("replays")), fmt_n(data.get("llm_calls")), fmt_n(data.get("seed"))),
             findings_html(gate_findings(data))]
     for c in data.get("candidates") or []:
         body.append(element("h2", element("code", str(c["template"])), " at ", element("code", str(c["node"])),
@@ -311,7 +345,7 @@ def gate_page(data: Mapping[str, Any], markdown: str | None) -> str:
         failures = c.get("failures") or []
         body.append(element("ul", Markup("").join(element("li", f) for f in failures)) if failures else
                     Markup("<p>No failure.</p>"))
-        body += [_gate_table(c), _plots(_gate_charts(c))]
+        body += [_gate_table(c), _gate_inputs(c), _plots(_gate_charts(c))]
     if markdown:
         body += [Markup("<h2>Details</h2>"), details("The gate's Markdown report (gate.md)", [markdown_html(markdown)])]
     return page("QUIVER gate report", with_glossary(body))

@@ -12,7 +12,18 @@
 from __future__ import annotations
 
 from .delta import DELTA_KEY, apply_delta, baseline_digest, baseline_text, pack_delta, trace_delta
-from .diff import PERTURBED_TAG, Divergence, FieldDiff, TargetReport, call_diff, call_names, diff_values, trace_diff
+from .diff import (
+    PERTURBED_TAG,
+    Divergence,
+    FieldDiff,
+    TargetReport,
+    call_diff,
+    call_names,
+    diff_values,
+    outcome_divergence,
+    outcome_view,
+    trace_diff,
+)
 from .io import (
     MAX_NESTING,
     TraceLoad,
@@ -32,10 +43,14 @@ from .model import (
     SCHEMA_VERSION,
     CallError,
     CallKind,
+    CheckResult,
+    JudgeRecord,
     LLMResponse,
     Message,
     ModelInfo,
     NodeCall,
+    Outcome,
+    OutcomeStatus,
     PromptInfo,
     RetrievalDoc,
     ToolStep,
@@ -73,6 +88,10 @@ __all__ = [
     "ToolStep",
     "CallError",
     "NodeCall",
+    "CheckResult",
+    "JudgeRecord",
+    "Outcome",
+    "OutcomeStatus",
     "Trace",
     "trace_json_schema",
     "call_graph_problems",
@@ -109,4 +128,6 @@ __all__ = [
     "trace_diff",
     "diff_values",
     "PERTURBED_TAG",
+    "outcome_divergence",
+    "outcome_view",
 ]

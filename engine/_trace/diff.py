@@ -15,10 +15,11 @@ from typing import Any, Literal
 
 from quiver._canonical import canonical_json, to_jsonable
 
-from .model import NodeCall, Trace
+from .model import NodeCall, Outcome, Trace
 
 __all__ = [
     "FieldDiff", "Divergence", "TargetReport", "call_diff", "call_names", "trace_diff", "diff_values", "PERTURBED_TAG",
+    "outcome_divergence", "outcome_view",
 ]
 
 PERTURBED_TAG = "quiver.perturbed"
@@ -136,6 +137,28 @@ def trace_diff(baseline: Trace, trace: Trace) -> tuple[FieldDiff, ...]:
 
     diff_values(view(baseline), view(trace), "", out)
     return tuple(out)
+
+
+def outcome_view(outcome: Outcome | None) -> dict[str, Any] | None:
+    """What a replay must reproduce of an outcome: the verdicts and scores, each check's
+    with its detail (a judge's recorded request and answer left out: the verdict read
+    from it is compared)."""
+    if outcome is None:
+        return None
+
+    def check(c: Any) -> dict[str, Any]:
+        return {"name": c.name, "status": c.status, "score": c.score, "detail": c.detail,
+                "checks": [check(m) for m in c.checks or []]}
+
+    return {"status": outcome.status, "score": outcome.score, "checks": [check(c) for c in outcome.checks]}
+
+
+def outcome_divergence(recorded: Outcome | None, replayed: Outcome | None) -> Divergence | None:
+    """The divergence of a frozen replay whose outcome is not the recording's (None when
+    it is)."""
+    out: list[FieldDiff] = []
+    diff_values(outcome_view(recorded), outcome_view(replayed), "outcome", out)
+    return Divergence("trace", "(outcome)", None, "", tuple(out)) if out else None
 
 
 def _short(value: Any) -> Any:

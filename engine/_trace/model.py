@@ -40,6 +40,10 @@ __all__ = [
     "ToolStep",
     "CallError",
     "NodeCall",
+    "CheckResult",
+    "JudgeRecord",
+    "Outcome",
+    "OutcomeStatus",
     "Trace",
     "trace_json_schema",
     "call_graph_problems",
@@ -186,6 +190,76 @@ class NodeCall(_Model):
     """The exception the call raised, if any."""
 
 
+OutcomeStatus = Literal["pass", "fail", "error"]
+"""A check's or a trace's verdict: ``error`` when a check could not be evaluated (it
+raised, or its judge's answer did not read): never a pass."""
+
+
+class JudgeRecord(_Model):
+    """An LLM judge's request and answer, recorded so that a replay whose judged output
+    is the recorded one is served the recorded verdict instead of asking again."""
+
+    model: str
+    """The judge's model."""
+    messages: list[Message]
+    """The request's messages (the rubric and what was judged)."""
+    content: str | None = None
+    """The judge's answer, as it came."""
+
+
+class CheckResult(_Model):
+    """One outcome check on one trace."""
+
+    name: str
+    """The check's name (the spec's ``name``, else its kind and place)."""
+    status: OutcomeStatus
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The check's score in [0, 1]: 1 or 0 for a check that passes or fails outright, the
+    score a Python check or a judge gave; null for an error."""
+    detail: str | None = None
+    """Why it failed or could not be evaluated, in one line."""
+    judge: JudgeRecord | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For an LLM judge: its request and answer."""
+    checks: list[CheckResult] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For an ``all`` or ``any`` group: its checks."""
+
+
+class Outcome(_Model):
+    """Whether a trace's answer is right, by the spec's outcome checks (an additive field
+    of the format: traces recorded without checks have none)."""
+
+    status: OutcomeStatus
+    """``pass``, ``fail``, or ``error`` (a check raised or could not be read; counted apart,
+    never a pass)."""
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The mean score of the top-level checks that have one, in [0, 1]."""
+    checks: list[CheckResult] = Field(default_factory=list)
+    """Each top-level check's result (an ``all``/``any`` group holds its own)."""
+    source: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Where an imported outcome came from (``langfuse score 'accuracy'``, ``tau-bench
+    reward``); null for the spec's checks."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def failed_checks(self) -> list[str]:
+        """The names of the checks that failed (nested ones included)."""
+        return [c.name for c in _flat(self.checks) if c.status == "fail" and not c.checks]
+
+    def error_checks(self) -> list[str]:
+        """The names of the checks that could not be evaluated."""
+        return [c.name for c in _flat(self.checks) if c.status == "error" and not c.checks]
+
+
+def _flat(checks: list[CheckResult]) -> list[CheckResult]:
+    out: list[CheckResult] = []
+    for c in checks:
+        out.append(c)
+        out += _flat(c.checks or [])
+    return out
+
+
 class Trace(_Model):
     """One run of a pipeline on one input."""
 
@@ -213,6 +287,9 @@ class Trace(_Model):
     """The exception that failed the trace."""
     tags: dict[str, Any] = Field(default_factory=dict)
     """Free-form annotations: retry counts, loop bounds, importer notes."""
+    outcome: Outcome | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Whether the answer is right, by the spec's outcome checks (or the source's own
+    verdict, for an imported trace); absent when no check was given."""
 
 
 def trace_json_schema() -> dict[str, Any]:

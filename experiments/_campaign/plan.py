@@ -297,7 +297,8 @@ class CampaignPlan:
 
 def plan_jobs(jobs: Sequence[ReplayJob], traces: Iterable[Trace], mode: ReplayMode, *,
               prices: Mapping[str, PriceSpec] | None = None, budget: BudgetSpec | None = None,
-              controls: Iterable[str] = (), spec: str = "", baseline: str = "") -> CampaignPlan:
+              controls: Iterable[str] = (), spec: str = "", baseline: str = "", by_perturbation: bool = False,
+              ) -> CampaignPlan:
     """The plan of ``jobs`` (a campaign's or the gate's) on the baseline ``traces``.
 
     Args:
@@ -309,6 +310,8 @@ def plan_jobs(jobs: Sequence[ReplayJob], traces: Iterable[Trace], mode: ReplayMo
         controls: The perturbation ids of control jobs (listed apart).
         spec: The spec's path, for the heading.
         baseline: Where the baseline came from, for the heading.
+        by_perturbation: One row per job's ``perturbation_id`` (the gate's arms) instead
+            of the group its job id names.
     """
     by_id = {t.trace_id: t for t in traces}
     control_ids = set(controls)
@@ -330,7 +333,7 @@ def plan_jobs(jobs: Sequence[ReplayJob], traces: Iterable[Trace], mode: ReplayMo
         return cache[key]
 
     for job in jobs:
-        group = split_job_id(job.job_id)[0]
+        group = job.perturbation_id if by_perturbation else split_job_id(job.job_id)[0]
         trace = by_id[job.trace["trace_id"]]
         runs = not job.op or get_operator(job.op).mode == "execution"
         model = job.params.get("model") if job.op == "param_change" else None
@@ -361,6 +364,7 @@ def plan_campaign(run: Any) -> CampaignPlan:
         SpecError: A perturbation the run would refuse on its baseline before its first
             replay (:func:`~quiver.experiments._campaign.checks.check_baseline`).
     """
+    run.require_perturbations()
     spec = run.spec
     if spec.baseline is not None:
         source = str(run.base_dir / spec.baseline)

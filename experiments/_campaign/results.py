@@ -235,7 +235,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     estimates = campaign_estimates(
         perturbations, rows, profile.table, profile.to_json(), graph, epsilon=spec.analysis.epsilon,
         resamples=spec.analysis.resamples, seed=spec.analysis.seed, permutations=spec.analysis.permutations,
-        controls=control_rows,
+        controls=control_rows, equivalence_margin=spec.analysis.equivalence_margin,
     )
     result.failures = _failures_by_perturbation(rows)
     data = estimates.to_json()
@@ -245,6 +245,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
         entry["not_applied_reasons"] = dict(_commonest_first(result.not_landed.get(entry["id"], Counter())))
         entry["unseen_llm_nodes"] = unseen.get(entry["id"], [])
     data["unaccounted_requests"] = unaccounted_json(result.unaccounted)
+    data["llm_calls"] = sum(sum(r.llm_calls.values()) for r in rows)  # every pair's, as the wire counted them
     write_text(out / "campaign.json", json.dumps(data, indent=2) + "\n")
     result.estimates = estimates
     observational = (out / "observational" / "report.md").read_text(encoding="utf-8")
@@ -269,7 +270,7 @@ def write_results(run: CampaignRun, rows: list[PairRow], profile: Profile, resul
     result.retries = Counter()
     for r in rows:
         result.retries.update(r.retries or {})
-    result.llm_calls = sum(sum(r.llm_calls.values()) for r in rows)
+    result.llm_calls = data["llm_calls"]
 
 
 def _baseline_path(run: CampaignRun) -> Path:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quiver._distance import EmbeddingStore, default_cache_dir, make_embedder
-from quiver._errors import QuiverError
+from quiver._errors import QuiverError, SpecError
 from quiver._graph import PipelineGraph, infer_graph, load_graph
 from quiver._interrupt import Interrupted
 from quiver._interventional import CampaignEstimates, CampaignGraph, PairRow, RoundPlan, adaptive_curve, seen_part
@@ -67,7 +67,15 @@ from quiver._progress import Progress, StageProgress
 from quiver._report import write_profile
 from quiver._trace import Trace, read_corpus
 from quiver._yamlspec import load_spec
-from quiver.experiments._config import CampaignSpec, load_inputs, open_llm, spec_redactor
+from quiver.experiments._config import (
+    CampaignSpec,
+    check_outcome_inputs,
+    load_inputs,
+    open_llm,
+    outcome_runner,
+    outcome_settings,
+    spec_redactor,
+)
 from quiver.replay import (
     EndpointDown,
     EndpointWatch,
@@ -176,6 +184,11 @@ class CampaignRun:
         self.redactor = spec_redactor(spec)
         self.fn, _ = check_spec(spec, path)
         self.client: LLMClient | None = None
+        self.outcome = outcome_runner(spec, self.base_dir, None, spec_file=str(path))
+        """The spec's outcome checks (None without): a check that does not import is said here."""
+        if self.outcome is not None and spec.baseline is None and spec.inputs is not None:
+            check_outcome_inputs(spec, [i.inputs for i in load_inputs(spec, self.base_dir, spec_file=str(path))],
+                                 spec_file=str(path))
 
     @classmethod
     def load(cls, spec_path: str | Path, *, output: str | Path | None = None,
@@ -199,6 +212,8 @@ class CampaignRun:
         bundled simulator started and stopped when the spec names it)."""
         with open_llm(self.spec.llm, self.base_dir) as client:
             self.client = client
+            if self.outcome is not None:
+                self.outcome.with_client(client)
             try:
                 yield client
             finally:
@@ -233,7 +248,7 @@ class CampaignRun:
                 self.fn, pipeline_name=spec.name or function_name,
                 inputs=load_inputs(spec, self.base_dir), repeats=spec.repeats, output_dir=folder,
                 llm=self._client(), concurrency=spec.concurrency, redactor=self.redactor, seed=spec.seed,
-                resume=resume, progress_stream=self.stream,
+                resume=resume, progress_stream=self.stream, outcome=self.outcome,
             )
         return self.read_baseline(result.traces_path)
 
@@ -251,7 +266,20 @@ class CampaignRun:
         self.skipped = said
         for line in said:
             self.warn(f"baseline {line}")
-        return traces
+        check_outcome_inputs(self.spec, [t.inputs for t in traces], spec_file=str(self.path),
+                             what="baseline traces")
+        return self._judged(traces)
+
+    def _judged(self, traces: list[Trace]) -> list[Trace]:
+        """The baseline with the spec's outcome on every trace that carries none (a corpus
+        recorded without checks, or imported): evaluated on its recorded output, a judge
+        asking at the open endpoint (none open: the judge's check is an error)."""
+        if self.outcome is None or all(t.outcome is not None for t in traces):
+            return traces
+        from quiver.replay import trace_sample_key
+
+        return [t if t.outcome is not None else t.model_copy(update={"outcome": self.outcome.evaluate(
+            t, sample_key=trace_sample_key(self.spec.seed, t.input_id, t.repeat))}) for t in traces]
 
     def declared(self) -> PipelineGraph:
         """The spec's graph file over the pipeline's declarations (:meth:`PipelineGraph.over`),
@@ -303,7 +331,7 @@ class CampaignRun:
                  "limits": client.limits.model_dump()},
             mode=mode.model_dump(mode="json"), graph=graph.model_dump(mode="json"), seed=seed, run_id=run_id,
             cache_dir=str(cache_dir.resolve()) if cache_dir is not None else None,
-            redaction=self.redactor.to_json(),
+            redaction=self.redactor.to_json(), outcome=outcome_settings(self.spec),
         )
 
     def run(self, *, resume: bool = False, retry_failed: bool = False, executor: str | None = None,
@@ -322,9 +350,22 @@ class CampaignRun:
                 disk that refused a write (then the message says what was kept and how
                 to resume).
         """
+        self.require_perturbations()
         again = f"run `quiver run {self.path} --output {self.out} --resume`"
         with output_errors(self.out, "everything committed so far is kept", again), OutputFolder(self.out, "run"):
             return self._run(resume=resume, retry_failed=retry_failed, executor=executor, address=address)
+
+    def require_perturbations(self) -> None:
+        """Refuse a spec with no perturbation for a campaign (``quiver gate`` and ``quiver
+        localize`` read one as it is).
+
+        Raises:
+            SpecError: The spec has no perturbation.
+        """
+        if not self.spec.perturbations:
+            raise SpecError(str(self.path), None, "perturbations",
+                            "a campaign needs at least one perturbation (quiver gate and quiver localize read a spec "
+                            "without any)")
 
     def _run(self, *, resume: bool, retry_failed: bool, executor: str | None, address: str | None) -> CampaignResult:
         """:meth:`run`, the output folder held."""

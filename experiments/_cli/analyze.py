@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
             "type-dispatched distances (texts embedded once each with all-MiniLM-L6-v2, "
             "cached on disk), and estimate edge sensitivities, occurrence-lift, paths, "
             "divergence rates, bifurcation thresholds, noise origins, drift budgets and "
-            "impact sets, each with n and a 95%% group-bootstrap CI. Writes profile.json, "
+            "impact sets, each with n and a 95% group-bootstrap CI. Writes profile.json, "
             "report.md and PNG plots to --out (its files are replaced when it holds them already). "
             "A trace line that cannot be read is skipped with one warning naming FILE:LINE "
             "(exit 1 at the end); a corpus in which no line reads is exit 2."
@@ -67,6 +67,10 @@ def add_parser(sub: Any) -> None:
     ana.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     ana.add_argument("--embedder", help="sentence-transformers model name or path (default all-MiniLM-L6-v2)")
     ana.add_argument("--cache", type=Path, help="embedding cache folder (default ~/.cache/quiver/embeddings)")
+    ana.add_argument("--by-outcome", action="store_true",
+                     help="also analyse the passing and the failing traces apart (their outcome: see the spec's "
+                          "outcome checks), into OUT/by-outcome/pass and OUT/by-outcome/fail, and compare each "
+                          "edge's sensitivity and each node's divergence between them (by-outcome.json)")
     ana.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ana.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -113,6 +117,8 @@ def command(args: argparse.Namespace) -> int:
     )
     for path in written:
         print(path)
+    if args.by_outcome:
+        _by_outcome(args, traces, kwargs, profile.graph)
     from quiver._report import HTML_FILE, analysis_findings, findings_console
 
     print("\n".join(findings_console(analysis_findings(data), "the analysis", args.out / HTML_FILE)))
@@ -121,3 +127,60 @@ def command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _by_outcome(args: argparse.Namespace, traces: list[Trace], kwargs: dict[str, Any], graph: PipelineGraph) -> None:
+    """``--by-outcome``: the passing and the failing traces analysed apart, and compared."""
+    import json
+
+    from quiver._errors import QuiverError
+    from quiver._interventional import seen_part
+    from quiver._observational import analyze
+    from quiver._outdir import write_text
+    from quiver._report import write_profile
+    from quiver._stats import fmt
+
+    judged = [t for t in traces if t.outcome is not None]
+    if not judged:
+        raise QuiverError("--by-outcome: no trace carries an outcome; record with a spec's outcome: checks, or "
+                          "import with --outcome SPEC")
+    parts: dict[str, dict[str, Any]] = {}
+    for status in ("pass", "fail"):
+        subset = [t for t in judged if (t.outcome.status == "pass") == (status == "pass")]  # type: ignore[union-attr]
+        if len({t.input_id for t in subset}) == 0:
+            continue
+        try:
+            part = analyze(subset, seen_part(graph, subset), **kwargs)
+        except QuiverError as exc:  # too few same-input pairs among them, say
+            print(f"quiver analyze: by outcome: the {status}ing traces ({len(subset)}) were not analysed: {exc}",
+                  file=sys.stderr)
+            continue
+        write_profile(part, args.out / "by-outcome" / status, plots=False)
+        parts[status] = part.to_json()
+    rows = _compared_edges(parts)
+    write_text(args.out / "by-outcome.json", json.dumps({"edges": rows, "traces": {k: v["traces"] for k, v in
+                                                                                   parts.items()}}, indent=2) + "\n")
+    counts = ", ".join(f"{status} {data['traces']} traces" for status, data in parts.items())
+    print(f"by outcome: {counts}; {args.out / 'by-outcome.json'}")
+    for row in rows:
+        cells = [f"{k} {fmt(row[k]['sigma'])} {_ci(row[k]['sigma_ci'])} (n = {row[k]['n']})" for k in ("pass", "fail")
+                 if k in row]
+        print(f"  {row['source']} -> {row['target']}: sigma " + "; ".join(cells))
+
+
+def _ci(ci: Any) -> str:
+    from quiver._stats import fmt
+
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "[—, —]"
+
+
+def _compared_edges(parts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per edge, its sensitivity among the passing and among the failing traces."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for status, data in parts.items():
+        for edge in data["edges"]:
+            key = (edge["source"], edge["target"])
+            row = rows.setdefault(key, {"source": key[0], "target": key[1]})
+            row[status] = {"sigma": edge.get("sigma"), "sigma_ci": edge.get("sigma_ci"), "n": edge.get("n"),
+                           "lambda": edge.get("lambda"), "lambda_ci": edge.get("lambda_ci")}
+    return [rows[k] for k in sorted(rows)]

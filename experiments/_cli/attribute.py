@@ -32,8 +32,9 @@ def add_parser(sub: Any) -> None:
         description=(
             "Replay recorded traces with every dimension frozen, with model sampling live (the recorded "
             "requests sent again), then with retrieval, tools, prompt and model live in turn against the "
-            "spec's current pipeline; per node the divergence rate of each condition and the increment "
-            "over sampling, with 95%% intervals."
+            "spec's current pipeline; per node the divergence rate of each condition (replays whose outputs, "
+            "decisions, tool calls or call count at the node differ from the recording) and the increment "
+            "over sampling, with 95% intervals."
         ),
     )
     att.add_argument("traces", type=Path, help="the recorded corpus (traces.jsonl)")

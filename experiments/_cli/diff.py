@@ -27,15 +27,18 @@ def add_parser(sub: Any) -> None:
         help="why two runs diverged: the first divergent call and its cause",
         description=(
             "With two arguments (FILE:TRACE_ID, or a file holding one trace): align the calls of the two "
-            "traces by (node, occurrence), find the first call in program order whose output, decisions or "
-            "error differ, and explain it from the recorded context: inherited from an ancestor whose own "
-            "context differs, prompt (template or fragment), model (name, served version, sampling "
-            "parameters), retrieval (index drift, ranking change, document set), tool (same arguments, other "
-            "response: live data), input, or sampling (every recorded input identical); unexplained when "
-            "nothing recorded shows why. Then the consequences: nodes and decisions that changed, D_iter, "
-            "D_shape, D_struct. With one argument (a corpus): every same-input pair, counted by first "
+            "traces by (node, occurrence), find the first call in program order whose output, decisions, "
+            "error or tool calls differ (Responses API function calls, chat tool_calls, Anthropic tool_use: a "
+            "handoff of an agent SDK is one), and explain it from the recorded context: inherited from an "
+            "ancestor whose own context differs, perturbation (a replay's perturbed target), prompt (template "
+            "or fragment), model (name, served version, sampling parameters; the tools offered are an input), "
+            "retrieval (index drift, ranking change, document set), tool (same arguments, other response: live "
+            "data), input, or sampling (every recorded input identical: another answer, another handoff, other "
+            "tool arguments); unexplained when nothing recorded shows why. Then the consequences: context "
+            "differences at calls the divergence reached, nodes and decisions that changed, D_iter, D_shape, "
+            "D_struct. With one argument (a corpus): every same-input pair, counted by first "
             "divergent node x cause x origin with rates, the share of D_shape > 0 pairs each explains and "
-            "95%% group-bootstrap intervals. Exit 0 when done, 2 when it cannot run."
+            "95% group-bootstrap intervals. Exit 0 when done, 2 when it cannot run."
         ),
     )
     diff.add_argument("traces", nargs="+", metavar="TRACES",

@@ -74,6 +74,12 @@ def add_parser(sub: Any) -> None:
              "assignments, bearer tokens, JWTs, e-mail addresses, ... (README, Redaction)",
     )
     imp.add_argument(
+        "--outcome", type=Path, metavar="SPEC.yaml",
+        help="run the outcome checks of a spec (its outcome: block; its llm: block for judges) on every imported "
+             "trace whose source gave no outcome (Langfuse scores, eval.NAME.label/score annotations and rewards "
+             "are read without it), and print the pass rate",
+    )
+    imp.add_argument(
         "--dspy-program", type=Path, metavar="FILE",
         help="openinference spans of a DSPy program: the JSON its program.save(FILE) wrote, so that each "
              "predictor's call is named by its attribute path (router, hops.gen_query) as "
@@ -115,6 +121,40 @@ def _writing(path: Path) -> Iterator[None]:
         raise QuiverError(f"cannot write {path}: {exc.strerror or exc}; {way_out}") from None
 
 
+def _judged(spec_path: Path, traces: list[Any]) -> list[Any]:
+    """The traces with the spec's outcome checks run on those whose source gave none (its
+    ``outcome:`` block; its ``llm:`` block, default the simulator, for judges)."""
+    from quiver import QuiverError
+    from quiver._outcome import has_judge
+    from quiver._yamlspec import load_yaml_with_lines, validate_spec
+    from quiver.experiments._config import RecordSpec, check_outcome_inputs, open_llm, outcome_runner
+
+    data, lines = load_yaml_with_lines(spec_path)
+    if not isinstance(data, dict) or "outcome" not in data:
+        raise QuiverError(f"--outcome {spec_path}: the spec has no outcome: block")
+    blocks = {"pipeline": "-:-", "inputs": [{}], "llm": data.get("llm", "simulator"), "outcome": data["outcome"]}
+    spec = validate_spec(RecordSpec, blocks, file=str(spec_path), lines=lines)
+    check_outcome_inputs(spec, [t.inputs for t in traces if t.outcome is None], spec_file=str(spec_path),
+                         what="imported traces")
+    runner = outcome_runner(spec, spec_path.parent, None, spec_file=str(spec_path))
+    assert runner is not None
+    judged = contextlib.nullcontext(None) if not has_judge(runner.check) else \
+        open_llm(spec.llm, spec_path.parent, probe=False)  # the simulator or the endpoint only for a judge
+    with judged as client:
+        runner.with_client(client)
+        return [t if t.outcome is not None else t.model_copy(update={"outcome": runner.evaluate(t)}) for t in traces]
+
+
+def _print_outcome(traces: list[Any]) -> None:
+    """The imported traces' pass rate, when they carry outcomes."""
+    from quiver._outcome import pass_rate, pass_rate_line
+
+    rate = pass_rate(traces)
+    if rate is not None:
+        sources = sorted({t.outcome.source or "the spec's checks" for t in traces if t.outcome is not None})
+        print(f"outcome: {pass_rate_line(rate)}; from {', '.join(sources)}")
+
+
 def run_import(args: argparse.Namespace) -> int:
     """Run ``quiver import``; return the exit code."""
     from quiver import QuiverError, import_traces
@@ -126,6 +166,8 @@ def run_import(args: argparse.Namespace) -> int:
     redactor = _redactor(args.redact)
     result = import_traces(args.format, args.files, group_by=args.group_by, node_name=args.node_name,
                            dspy_program=args.dspy_program)
+    if args.outcome is not None:
+        result.traces = _judged(args.outcome, result.traces)
     with _writing(args.out):
         written = result.write(args.out, redactor=redactor)
     summary = redactor.data(result.summary())  # the file and the console lines alike
@@ -141,11 +183,14 @@ def run_import(args: argparse.Namespace) -> int:
         f"attribute keys: {len(mapped)} mapped, {len(kept)} kept in tags"
     )
     print(redactor.text(result.reconciliation.line()))
+    for note in result.notes:
+        print(redactor.text(f"note: {note}"))
     if kept:
         top = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{k} ({n})" for k, n in top[:10])
         more = f" and {len(top) - 10} more (see --summary)" if len(top) > 10 else ""
         print(f"kept in tags: {shown}{more}")
+    _print_outcome(result.traces)
     print(f"corpus: {args.out}")
     for problem in result.problems:
         print(redactor.text(str(problem)), file=sys.stderr)

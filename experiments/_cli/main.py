@@ -26,6 +26,8 @@ from . import (
     diff,
     gate,
     imports,
+    init,
+    localize,
     record,
     replay,
     report,
@@ -39,8 +41,8 @@ from .common import EXIT_CANNOT_RUN, EXIT_INTERRUPTED
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-COMMANDS = (record, analyze, diff, compare, attribute, replay, run, gate, report, show, sim, schema, imports,
-            validate)
+COMMANDS = (init, record, analyze, diff, compare, attribute, replay, run, gate, localize, report, show, sim, schema,
+            imports, validate)
 """The command modules, in the order ``quiver --help`` lists them."""
 
 

@@ -95,6 +95,11 @@ def command(args: argparse.Namespace) -> int:
         f"{summary['resumed']} resumed{retried}) with {summary['calls']} node calls and "
         f"{summary['llm_calls']} LLM calls in {summary['seconds']:.1f}s; retries: {retries}"
     )
+    if result.outcome is not None:
+        from quiver._outcome import pass_rate_line
+
+        judged = f"; {result.judge_calls} judge LLM calls" if result.judge_calls else ""
+        print(f"outcome: {pass_rate_line(result.outcome)}{judged}")
     print(f"corpus: {result.traces_path}\nsummary: {result.summary_path}\nlog: {result.log_path}")
     _warn_unseen_llm_requests(result.traces_path)
     _warn_unaccounted(result.unaccounted, "recording")
@@ -184,7 +189,14 @@ def run_record(
     """Run ``quiver record SPEC``: returns the spec and what was recorded."""
     from quiver._outdir import OutputFolder, output_errors
     from quiver._yamlspec import load_spec
-    from quiver.experiments._config import RecordSpec, load_inputs, open_llm, spec_redactor
+    from quiver.experiments._config import (
+        RecordSpec,
+        check_outcome_inputs,
+        load_inputs,
+        open_llm,
+        outcome_runner,
+        spec_redactor,
+    )
     from quiver.replay import load_pipeline, record_corpus
     from quiver.replay._capture import http_tools
 
@@ -198,6 +210,8 @@ def run_record(
     }
     spec = spec.model_copy(update=changes) if changes else spec
     inputs = load_inputs(spec, base_dir, spec_file=str(path))
+    check_outcome_inputs(spec, [item.inputs for item in inputs], spec_file=str(path))
+    outcome = outcome_runner(spec, base_dir, None, spec_file=str(path))  # a check that does not import: said now
     fn = load_pipeline(spec.pipeline, base_dir)
     function_name: str = getattr(fn, "__name__", "pipeline")  # a callable object may have none
     name = spec.name or function_name
@@ -220,6 +234,7 @@ def run_record(
                 fn, pipeline_name=name, inputs=inputs, repeats=spec.repeats, output_dir=output_dir,
                 llm=client, concurrency=spec.concurrency, redactor=redactor, seed=spec.seed,
                 resume=resume, retry_failed=overrides.retry_failed, progress_stream=progress_stream,
+                outcome=outcome.with_client(client) if outcome is not None else None,
             )
         if finished and not result.already_complete:
             _resolved(output_dir, resolved)

@@ -102,12 +102,14 @@ def _setup(args: argparse.Namespace) -> Iterator[tuple[Callable[..., Any], Any, 
 
     if args.spec is not None:
         from quiver._yamlspec import load_spec
-        from quiver.experiments._config import RecordSpec, open_llm, spec_redactor
+        from quiver.experiments._config import RecordSpec, open_llm, outcome_runner, spec_redactor
 
         spec = load_spec(RecordSpec, args.spec)
         base = args.spec.parent
         fn = load_pipeline(spec.pipeline, base)
+        outcome = outcome_runner(spec, base, None, spec_file=str(args.spec))
         with open_llm(spec.llm, base, probe=not args.check) as client:  # a check expects to send nothing
+            args.outcome = outcome.with_client(client) if outcome is not None else None
             yield fn, client, base, spec_redactor(spec)
         return
     base = Path.cwd()
@@ -215,6 +217,33 @@ def _warn_unaccounted(results: list[Any], what: str) -> None:
         print(f"quiver replay: warning: {line}", file=sys.stderr)
 
 
+def _outcome_line(results: list[Any]) -> str:
+    """Whether the replays have the recording's outcomes: how many do, how many the
+    recording had none for, and the judges' requests."""
+    from quiver._trace import outcome_divergence
+
+    recorded = [r for r in results if r.baseline.outcome is not None]
+    same = sum(outcome_divergence(r.baseline.outcome, r.trace.outcome) is None for r in recorded)
+    unrecorded = len(results) - len(recorded)
+    none = f"; {unrecorded} recorded without one (evaluated now)" if unrecorded else ""
+    judged = sum(r.judge_calls for r in results)
+    return (f"outcomes: {same} of {len(recorded)} replays have the recording's outcome{none}; "
+            f"{judged} judge LLM calls made")
+
+
+def _counts(results: list[Any]) -> str:
+    """What the replays did: node calls replayed (the pipeline's inputs left out), those
+    served from the recording without running (nested calls included), LLM answers taken
+    from the recording and LLM calls made."""
+    calls = sum(1 for r in results for c in r.trace.calls if c.kind != "source")
+    served = sum(r.served_calls for r in results)
+    live = sum(r.total_llm_calls for r in results)
+    answers = sum(1 for r in results for c in r.trace.calls if c.model is not None and c.response is not None)
+    return (f"{calls:,} node calls replayed, {served:,} of them served from the recording (nested calls included) "
+            f"and {calls - served:,} run again; {max(answers - live, 0):,} LLM answers from the recording, "
+            f"{live:,} LLM calls made")
+
+
 def _check(
     args: argparse.Namespace, traces: list[Trace], fn: Callable[..., Any], client: Any, mode: Any,
     graph: PipelineGraph | None, redactor: Redactor,
@@ -223,7 +252,9 @@ def _check(
     from quiver._trace import TraceWriter
     from quiver.replay import Replayer
 
-    replayer = Replayer(fn, mode=mode, client=client, graph=graph, seed=args.seed, redactor=redactor)
+    outcome = getattr(args, "outcome", None)
+    replayer = Replayer(fn, mode=mode, client=client, graph=graph, seed=args.seed, redactor=redactor,
+                        outcome=outcome)
     results = _replay_all(args, [(t, 0) for t in traces], lambda t, r: replayer.replay(t))
     diverged = [r for r in results if not r.reproduced]
     for r in diverged:
@@ -233,12 +264,10 @@ def _check(
             print(f"    {d.path}: recorded {json.dumps(d.recorded)[:160]} | replayed {json.dumps(d.replayed)[:160]}")
         if len(r.divergences) > 1:
             print(f"    ... and {len(r.divergences) - 1} more divergent call(s)")
-    live = sum(r.total_llm_calls for r in results)
     what = "every dimension frozen" if mode.all_frozen else f"frozen: {', '.join(mode.frozen) or 'nothing'}"
-    print(
-        f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly "
-        f"({what}; {sum(r.served_calls for r in results)} calls served, {live} LLM calls made)"
-    )
+    print(f"{len(results) - len(diverged)} of {len(results)} traces reproduce exactly ({what}): {_counts(results)}")
+    if outcome is not None:
+        print(_outcome_line(results))
     _warn_unaccounted(results, "replays")
     if args.out is not None:
         mark_folder(args.out, "replay")

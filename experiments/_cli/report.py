@@ -52,7 +52,8 @@ def rebuild(folder: Path) -> list[Path]:
     try:
         return _rebuild(folder, kind)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        source = {"campaign": "campaign.json", "gate": "gate.json"}.get(kind, "profile.json")
+        source = {"campaign": "campaign.json", "gate": "gate.json", "localize": "localize.json"}.get(kind,
+                                                                                                   "profile.json")
         raise QuiverError(f"{folder / source}: not as the command that writes it writes it ({type(exc).__name__}: "
                           f"{str(exc)[:200]}); write it again with that command") from None
 
@@ -62,6 +63,11 @@ def _rebuild(folder: Path, kind: str) -> list[Path]:
     from quiver._report import PLOT_FILES, campaign_markdown, read_json, write_html, write_report
 
     written: list[Path] = []
+    if kind == "localize":
+        from quiver._report import localize_markdown
+
+        data = read_json(folder / "localize.json")
+        return [write_text(folder / "localize.md", localize_markdown(data)), write_html(folder, "localize")]
     if kind == "gate":
         from quiver.experiments._gate import gate_markdown
 

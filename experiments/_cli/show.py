@@ -1,7 +1,8 @@
 """``quiver show RUN_DIR PAIR_ID``: what happened in one pair of a campaign.
 
 Prints the pair's input, its target's fields before and after, the two runs' calls side
-by side with the first divergent call marked (as ``quiver diff`` finds it), each node's
+by side with the first divergent call marked and its cause (as ``quiver diff`` explains
+it: the perturbation at the perturbed target and at what it reached), each node's
 distance and a word-level diff of the final output (see :mod:`quiver._report.examples`).
 ``--list`` lists the pair ids by perturbation and stratum (``--perturbation`` and
 ``--stratum`` narrow it). Exit 2 (one line) when the folder, the pair or its traces
@@ -28,12 +29,17 @@ def add_parser(sub: Any) -> None:
         description=(
             "Show one pair of a finished `quiver run` folder: the input, the target's fields before and after "
             "the perturbation, the calls of the baseline and of the replay side by side with the first divergent "
-            "call marked (as `quiver diff` finds it), each node's distance, and a word-level diff of the final "
-            "output. PAIR_ID is a pair's job id (report.html's example pairs show theirs; --list lists them all). "
+            "call marked and its cause (as `quiver diff` explains it: the perturbation, named with its "
+            "parameters, at the perturbed target and at what it reached), each node's distance, and a "
+            "word-level diff of the final output. PAIR_ID is a pair's job id (report.html's example pairs "
+            "show theirs; --list lists them all). "
             "Exit 2 when the folder, the pair or its traces cannot be found."
         ),
     )
-    show.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a campaign's folder (`quiver run`)")
+    show.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                      help="a campaign's folder (`quiver run`), or a localisation's (`quiver localize`: PAIR_ID is a "
+                           "failing trace's id; its decisive step, and the failing run beside the intervention that "
+                           "made it pass)")
     show.add_argument("pair_id", nargs="?", metavar="PAIR_ID", help="the pair's id (its job id in pairs.jsonl)")
     show.add_argument("--list", action="store_true", help="list the pair ids by perturbation and stratum")
     show.add_argument("--perturbation", metavar="ID", help="with --list: this perturbation's (or control's) only")
@@ -73,6 +79,14 @@ def command(args: argparse.Namespace) -> int:
 
     if not args.run_dir.is_dir():
         raise QuiverError(f"{args.run_dir} is not a folder: give the folder of a `quiver run`")
+    if (args.run_dir / "localize.json").is_file():  # a `quiver localize` folder: PAIR_ID is a failing trace
+        from quiver.experiments._localize import localize_listing, localize_view
+
+        if args.list or args.pair_id is None:
+            print(localize_listing(args.run_dir), end="")
+        else:
+            print(localize_view(args.run_dir, args.pair_id), end="")
+        return EXIT_OK
     if args.list:
         return _listing(args)
     if args.pair_id is None:

@@ -21,21 +21,38 @@ _FLAGS = {"read_timeout_s": "--read-timeout", "max_connections": "--max-connecti
 """The flag that sets a SimulatorConfig field, for error messages."""
 
 
+class _EndpointsHelp(argparse.HelpFormatter):
+    """Writes the endpoints the simulator serves into ``{endpoints}`` of the description,
+    read from the code that serves them when the help is printed (the simulator's
+    modules are not imported to build the parser)."""
+
+    def add_text(self, text: str | None) -> None:
+        if text is not None and "{endpoints}" in text:
+            from quiver.replay._sim import endpoints
+
+            text = text.replace("{endpoints}", endpoints())
+        super().add_text(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``quiver sim``."""
     sim = sub.add_parser(
         "sim",
         help="serve the OpenAI-compatible LLM simulator on loopback",
+        formatter_class=_EndpointsHelp,
         description=(
-            "Serve the bundled simulator (/v1/chat/completions, /v1/models) on loopback "
-            "until interrupted, with rate limits per API key and model when asked (x-ratelimit-* headers, "
+            "Serve the bundled simulator on loopback until interrupted: {endpoints} (chat completions, the "
+            "Responses API, Anthropic's Messages API and embeddings; an answer streamed as server-sent events "
+            "when the request asks). Rate limits per API key and model when asked (x-ratelimit-* headers, "
             "429 with retry-after past them). It refuses any non-loopback address, and requests for another host "
             "(421) or from a web page (403: another Origin, a cross-site fetch, a POST that is not JSON)."
         ),
     )
     sim.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     sim.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
-    sim.add_argument("--models", nargs="*", default=[], metavar="MODULE", help="modules registering models")
+    sim.add_argument("--models", nargs="*", default=[], metavar="MODULE",
+                     help="what registers the simulated models (@sim_model): module names on the Python path, or "
+                          ".py files (relative to the working directory), as a spec's llm.simulator.models")
     sim.add_argument("--nondeterminism", type=float, default=0.0, help="temperature-0 runner-up rate")
     sim.add_argument("--faults", type=Path, help="YAML or JSON file of fault settings (FaultConfig)")
     sim.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",

@@ -18,7 +18,8 @@ from .campaign import (
     SelectSpec,
 )
 from .llm import MIN_KEY_LITERAL, key_literals, open_llm, probe_endpoint, simulator_models, spec_redactor
-from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, load_inputs
+from .outcome import outcome_runner, outcome_settings
+from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, check_outcome_inputs, load_inputs
 
 __all__ = [
     "SimulatorSpec",
@@ -26,6 +27,9 @@ __all__ = [
     "RecordSpec",
     "FidelitySpec",
     "load_inputs",
+    "check_outcome_inputs",
+    "outcome_runner",
+    "outcome_settings",
     "PerturbationSpec",
     "GateSpec",
     "SelectSpec",

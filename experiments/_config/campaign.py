@@ -396,6 +396,12 @@ class AnalysisSpec(_Spec):
     """Permutations of the negative control's test, in [100, 1000000]."""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """The bootstrap's and the permutations' seed."""
+    equivalence_margin: float = Field(default=0.05, gt=0, lt=1)
+    """The margin inside which a difference of rates counts as none, in (0, 1): a
+    finding says a perturbation leaves an event as its control does (or a gate's
+    candidate as the current template does) only when the difference's 95% interval
+    lies inside [-margin, +margin] (two one-sided tests, TOST); otherwise it says the
+    difference is not distinguishable at its n, with its interval."""
     embedder: str | None = None
     """The sentence-transformers model (default all-MiniLM-L6-v2, shipped offline)."""
     cache_dir: str | None = None
@@ -405,11 +411,24 @@ class AnalysisSpec(_Spec):
 class GateSpec(_Spec):
     """The pre-deployment check of prompt changes (``quiver gate``)."""
 
-    probes: int = Field(default=50, ge=2, le=100_000)
-    """Baseline traces replayed per candidate: a seeded sample of the ok traces where the
-    changed node ran (all of them when there are fewer)."""
-    repeats: int = Field(default=2, ge=1, le=10_000)
-    """Replays per probe and arm (candidate, current template), in [1, 10000]."""
+    probes: int | None = Field(default=None, ge=2, le=100_000)
+    """Baseline traces replayed per candidate, drawn stratified by input (seeded): one
+    per input in turn, then a second, and so on, among the ok traces where the changed
+    node ran (all of them when there are fewer). Default: one per input. Inputs a
+    budget below them leaves without a probe are named in the report as not tested."""
+    repeats: int | None = Field(default=None, ge=1, le=10_000)
+    """Replays per probe and arm (candidate, current template), in [1, 10000]. Default:
+    the fewest at which a candidate that changes every replay of one input fails the
+    per-input test with every probed input in the family (6 for 16 inputs, 7 for 75, at
+    ``familywise`` 0.05)."""
+    familywise: float = Field(default=0.05, gt=0, lt=1)
+    """The familywise level of the verdict, in (0, 1): the chance that a candidate that
+    changes nothing fails is at most this (half to the average-level tests, half to the
+    per-input family, Holm-corrected)."""
+    outcome_margin: float = Field(default=0.05, gt=0, lt=1)
+    """With outcome checks: the non-inferiority margin of the pass rate. The gate fails a
+    candidate whose pass rate is below the current template's by more than this, with
+    confidence, and says re-evaluate (exit 1) when its interval cannot rule that out."""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """Seed of the probe sample and of the replays' sample keys."""
     alpha: float | None = Field(default=None, gt=0, le=1)
@@ -461,8 +480,9 @@ class CampaignSpec(RecordSpec):
     """The graph YAML (types, roles, categories, loop); what it leaves out is inferred."""
     select: SelectSpec = Field(default_factory=SelectSpec)
     """Which traces are perturbed."""
-    perturbations: list[PerturbationSpec] = Field(min_length=1)
-    """The perturbations."""
+    perturbations: list[PerturbationSpec] = Field(default_factory=list)
+    """The perturbations (``quiver run`` needs at least one; ``quiver gate`` and
+    ``quiver localize`` read a spec without any)."""
     replay: ReplaySpec = Field(default_factory=ReplaySpec)
     """How replays run."""
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from quiver._errors import LLMUnavailable, SimulatorError
+from quiver._errors import LLMUnavailable
 from quiver._trace import Redactor
 from quiver.replay import (
     LLMClient,
@@ -49,23 +47,18 @@ PROBE_TIMEOUT_S = 2.0
 
 
 def _simulator_config(sim: SimulatorSpec, base_dir: Path) -> tuple[SimulatorConfig, list[str]]:
-    modules, paths = [], []
-    for entry in sim.models:
-        if entry.endswith(".py"):
-            path = (base_dir / entry).resolve()
-            modules.append(path.stem)
-            paths.append(str(path.parent))
-        else:
-            modules.append(entry)
-    paths.append(str(base_dir.resolve()))
+    """The simulator's configuration (a ``.py`` entry as its absolute path: the simulator
+    runs in a folder of its own) and the folder to put on its ``PYTHONPATH`` (the spec's)."""
+    modules = [str((base_dir / entry).resolve()) if entry.endswith(".py") else entry for entry in sim.models]
     config = SimulatorConfig(models=modules, nondeterminism=sim.nondeterminism, faults=sim.faults, limits=sim.limits)
-    return config, paths
+    return config, [str(base_dir.resolve())]
 
 
 def simulator_models(sim: SimulatorSpec, base_dir: Path) -> list[str]:
     """The models the simulator of ``sim`` serves (the built-in ones and those its
     ``models`` modules register), found without starting it: each module is imported in
-    this process (a ``.py`` file under a name of its own, its folder on the path).
+    this process as the simulator imports it (:func:`quiver.replay.load_model_modules`:
+    a ``.py`` file relative to the spec, under a name of its own).
 
     Raises:
         SimulatorError: A module cannot be imported (the simulator could not start either).
@@ -76,38 +69,14 @@ def simulator_models(sim: SimulatorSpec, base_dir: Path) -> list[str]:
 @functools.lru_cache(maxsize=16)
 def _served(models: tuple[str, ...], base_dir: str) -> tuple[str, ...]:
     from quiver.replay import sim_model_names
+    from quiver.replay._sim import load_model_modules
 
-    for entry in models:
-        path = (Path(base_dir) / entry).resolve() if entry.endswith(".py") else None
-        folder = str(path.parent) if path is not None else base_dir
-        sys.path.insert(0, folder)
-        try:
-            if path is None:
-                importlib.import_module(entry)
-            else:
-                _exec_file(path)
-        except BaseException as exc:  # a module may even call sys.exit()
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise SimulatorError(f"cannot import simulator model module {entry!r}: {type(exc).__name__}: {exc}") \
-                from None
-        finally:
-            sys.path.remove(folder)
-    return tuple(sim_model_names())
-
-
-def _exec_file(path: Path) -> None:
-    name = f"quiver_sim_models_{abs(hash(str(path))):x}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no Python module at {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.path.insert(0, base_dir)  # a module named next to the spec
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+        load_model_modules(models, base_dir)
+    finally:
+        sys.path.remove(base_dir)
+    return tuple(sim_model_names())
 
 
 @contextlib.contextmanager
@@ -118,6 +87,7 @@ def open_llm(llm: LLMSpec, base_dir: Path, *, probe: bool = True) -> Iterator[LL
     process = None
     try:
         if llm.simulator is not None:
+            simulator_models(llm.simulator, base_dir)  # a module that cannot load is named as the spec gives it
             config, paths = _simulator_config(llm.simulator, base_dir)
             process = SimulatorProcess.start(config, pythonpath=paths)
             base_url, key = process.url, "sk-simulator"

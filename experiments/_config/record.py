@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -40,6 +41,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from quiver._errors import SpecError
+from quiver._outcome import CheckSpec, input_refs
 from quiver._trace import RedactionConfig, printable
 from quiver.replay import FaultConfig, InputItem, RetryPolicy
 from quiver.replay._llm import RateLimits
@@ -47,7 +49,7 @@ from quiver.replay._sim import LimitsConfig
 
 __all__ = ["SimulatorSpec", "RetrySpec", "LimitsSpec", "SamplingParams", "LLMSpec", "FidelitySpec", "ToolsSpec",
            "RecordSpec",
-           "load_inputs", "SEED_MAX"]
+           "load_inputs", "check_outcome_inputs", "SEED_MAX"]
 
 SEED_MAX = 2**63 - 1
 """The largest seed a spec may give (seeds are in [0, SEED_MAX])."""
@@ -258,8 +260,22 @@ class RecordSpec(_Spec):
     fidelity: FidelitySpec = Field(default_factory=FidelitySpec)
     """The frozen replay of a sample of the baseline that ``quiver run``, ``gate`` and
     ``attribute`` check before anything else (``{per_group: 0}`` skips it)."""
+    outcome: CheckSpec | list[CheckSpec] | None = None
+    """What a right answer is: checks on each trace's final output (``equals``,
+    ``contains``, ``regex``, ``one_of``, ``number``, ``similar``, a ``python`` check, an
+    LLM ``judge``, ``all``/``any`` groups; a list is ``all``), each against a literal or
+    a field of the trace's inputs (``{input: NAME}``). Every trace then carries its
+    outcome (pass, fail or error, a score, the checks that failed); see
+    :mod:`quiver._outcome.spec`."""
     output: str = "runs/record"
     """The output folder (relative to the working directory)."""
+
+    def outcome_check(self) -> CheckSpec | None:
+        """The spec's outcome checks as one check (a list is an ``all`` group)."""
+        if self.outcome is None:
+            return None
+        return CheckSpec.model_validate({"all": list(self.outcome)}) if isinstance(self.outcome, list) \
+            else self.outcome
 
     @field_validator("inputs")
     @classmethod
@@ -319,6 +335,40 @@ def _input(record: Any) -> InputItem:
         raise ValueError("the input is nested too deeply") from None
     except (TypeError, OverflowError) as exc:
         raise ValueError(f"the input cannot be read: {exc}") from None
+
+
+def check_outcome_inputs(spec: RecordSpec, inputs: Sequence[Mapping[str, Any]], *, spec_file: str | None = None,
+                         what: str = "inputs") -> None:
+    """Refuse outcome checks that refer to an input field some inputs lack (before
+    anything runs): one line naming the check, the field, how many inputs lack it and
+    the fields they have.
+
+    Raises:
+        SpecError: A ``{input: NAME}`` that is missing from one of ``inputs``.
+    """
+    if spec.outcome is None or not inputs:
+        return
+    checks = spec.outcome if isinstance(spec.outcome, list) else [spec.outcome]
+    for i, check in enumerate(checks):
+        root: tuple[str | int, ...] = ("outcome", i) if isinstance(spec.outcome, list) else ("outcome",)
+        for where, name in input_refs(check, root):
+            lacking = [k for k, given in enumerate(inputs) if not _has_field(given, name)]
+            if lacking:
+                first = inputs[lacking[0]]
+                fields = ", ".join(sorted(first)) or "none"
+                path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in where).replace(".[", "[")
+                raise SpecError(spec_file, _spec_line(spec_file, where), path,
+                                f"input field {name!r} is missing from {len(lacking)} of {len(inputs)} {what}; "
+                                f"those {what} have the fields {fields}")
+
+
+def _has_field(inputs: Mapping[str, Any], name: str) -> bool:
+    value: Any = inputs
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
 
 
 def _spec_line(spec_file: str | None, loc: tuple[str | int, ...]) -> int | None:

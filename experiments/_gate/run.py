@@ -3,8 +3,13 @@
 QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
 
 1. **The changed node**: the node whose recorded calls rendered ``TEMPLATE_ID``.
-2. **Probes**: a seeded sample of ``gate.probes`` ok baseline traces where that node ran.
-3. **Two arms**, ``gate.repeats`` replays per probe each, everything upstream of the
+2. **Probes**: ``gate.probes`` ok baseline traces where that node ran, drawn stratified
+   by input (:func:`draw_probes`): one trace of each input in a seeded order, then a
+   second of each, and so on; by default one per input. Inputs the budget leaves without
+   a probe are named in the report.
+3. **Two arms**, ``gate.repeats`` replays per probe each (by default the fewest at which
+   a complete change of one input can fail the per-input test with every probed input
+   in the family: :func:`~quiver._interventional.inputs.replays_needed`), everything upstream of the
    changed node served from the recording, the node and all downstream live:
    *candidate* (the candidate template in force for the whole replay, so every call of
    the node renders it) and *current* (the current template: the node's own noise
@@ -15,9 +20,11 @@ QUIVER.md §9 (the paper's Principle 2 protocol), for each candidate template:
    and the nodes the candidate's replays reached that no baseline trace ran
    (:class:`~quiver._interventional.CampaignGraph`). See
    :mod:`quiver._interventional.gate` (d_i and its fields, the
-   D_shape and D_iter rates and every downstream node's distance, per arm and paired;
-   ``fail``, exit 1, when d_i exceeds the node's beta_shape or a rate rises; otherwise
-   ``pass``, exit 0, with the impact set).
+   D_shape and D_iter rates and every downstream node's distance, per arm and paired,
+   and the per-input tests; ``fail``, exit 1, when d_i exceeds the node's beta_shape and
+   rises, a rate rises, or an input's path changes beyond its current-template rate, at
+   the familywise level ``gate.familywise``; otherwise ``pass``, exit 0, with the impact
+   set and the inputs that could not be tested).
 
 The profile: ``--profile RUN_DIR`` (a ``quiver run`` folder: ``observational/profile.json``,
 ``campaign.json``, and its ``baseline/`` when the spec records one), else the spec's
@@ -39,8 +46,10 @@ it is to be run again (exit 130).
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,8 +63,10 @@ from quiver._interventional import (
     CampaignGraph,
     GateCandidate,
     GateProfile,
+    gate_levels,
     judge_candidate,
     pair_results,
+    replays_needed,
 )
 from quiver._outdir import OutputFolder, mark_folder, output_errors, write_text
 from quiver._progress import Progress
@@ -68,15 +79,14 @@ from quiver.experiments._campaign import (
     eligible_traces,
     inline_candidate,
     plan_jobs,
-    sample_traces,
 )
 from quiver.replay import EndpointWatch, ReplayJob, ReplayMode, ReplayResult, sample_ids
 from quiver.replay._capture import merge_unaccounted, unaccounted_json, unaccounted_lines
 
 from .report import gate_junit, gate_markdown
 
-__all__ = ["CandidateJobs", "GateResult", "GateSettings", "candidate_jobs", "gate_settings", "parse_candidates",
-           "plan_gate", "run_gate"]
+__all__ = ["CandidateJobs", "GateResult", "GateSettings", "candidate_jobs", "draw_probes", "gate_settings",
+           "parse_candidates", "plan_gate", "run_gate"]
 
 
 @dataclass
@@ -205,11 +215,47 @@ def _node_calls(node: str, traces: Sequence[Trace]) -> list[tuple[Trace, NodeCal
     return [(t, c) for t in traces if t.status == "ok" for c in t.calls if c.node == node]
 
 
-def _probes(traces: Sequence[Trace], node: str, n: int, seed: int, template: str) -> list[Trace]:
+def draw_probes(traces: Sequence[Trace], node: str, n: int | None, seed: int,
+                template: str) -> tuple[list[Trace], list[str]]:
+    """The probes of ``node``, stratified by input, and the inputs left without one.
+
+    The ok traces where the node ran are grouped by input; the inputs are put in a
+    seeded order (``seed`` and ``template``), as are each input's traces; the probes are
+    the first trace of each input in that order, then the second of each input that has
+    one, and so on, until ``n`` (all of them when ``n`` is None or not smaller; None: one
+    per input). Returned in the traces' order.
+
+    Raises:
+        QuiverError: No ok trace ran the node.
+    """
     eligible = eligible_traces(traces, node)
     if not eligible:
         raise QuiverError(f"no ok baseline trace ran node {node!r}: nothing to probe")
-    return sample_traces(eligible, n, seed, template)
+    rng = random.Random(f"{seed}|{template}")
+    by_input: dict[str, list[Trace]] = {}
+    for t in eligible:
+        by_input.setdefault(t.input_id, []).append(t)
+    order = sorted(by_input)
+    rng.shuffle(order)
+    for group in order:
+        rng.shuffle(by_input[group])
+    budget = len(order) if n is None else n
+    chosen: list[Trace] = []
+    for depth in range(max(len(v) for v in by_input.values())):
+        chosen += [by_input[g][depth] for g in order if depth < len(by_input[g])][:budget - len(chosen)]
+    keep = {t.trace_id for t in chosen}
+    probed = {t.input_id for t in chosen}
+    return [t for t in eligible if t.trace_id in keep], sorted(g for g in by_input if g not in probed)
+
+
+def _repeats(probes: Sequence[Trace], repeats: int | None, familywise: float) -> int:
+    """``repeats``, else the fewest replays per probe and arm at which a complete change
+    of the input with the fewest probes reaches the per-input family's level with every
+    probed input in it."""
+    if repeats is not None:
+        return repeats
+    per = Counter(t.input_id for t in probes)
+    return replays_needed(len(per), gate_levels(familywise)["inputs"], strata=min(per.values()))
 
 
 def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats: int) -> list[ReplayJob]:
@@ -236,20 +282,45 @@ def _jobs(template: str, path: Path, node: str, probes: Sequence[Trace], repeats
 
 @dataclass
 class CandidateJobs:
-    """One candidate's probe replays: its template, file, changed node, probes and jobs
-    (both arms, ``repeats`` per probe)."""
+    """One candidate's probe replays: its template, file, changed node, probes (drawn by
+    :func:`draw_probes`), replays per probe and arm, the inputs left without a probe, and
+    its jobs (both arms, ``repeats`` per probe)."""
 
     template: str
     file: Path
     node: str
     probes: list[Trace]
+    repeats: int
+    unprobed: list[str]
     jobs: list[ReplayJob]
 
+    def design(self, familywise: float) -> str:
+        """The per-input design in a sentence: inputs, probes and replays per arm, and
+        whether a complete change of an input can fail the per-input test."""
+        per = Counter(t.input_id for t in self.probes)
+        level = gate_levels(familywise)["inputs"]
+        fewest = min(per.values())
+        need = replays_needed(len(per), level, strata=fewest)
+        most = max(per.values())
+        spread = f"{fewest}" if most == fewest else f"{fewest}-{most}"
+        head = (f"{self.template} at {self.node}: {len(per)} input(s), {len(self.probes)} probe(s) "
+                f"({spread} per input) x {self.repeats} replay(s) per arm")
+        enough = ("a complete change of an input can fail it" if self.repeats >= need else
+                  f"too few for a complete change of an input to fail it ({need} replays per probe and arm "
+                  "would be; fewer suffice when fewer inputs vary)")
+        missing = f"; {len(self.unprobed)} input(s) get no probe: {_listed(self.unprobed)}" if self.unprobed else ""
+        return f"{head}; per-input test at {level:g} (familywise {familywise:g}): {enough}{missing}"
 
-def candidate_jobs(candidates: Mapping[str, Path], traces: Sequence[Trace], *, probes: int, repeats: int,
-                   seed: int) -> list[CandidateJobs]:
-    """The gate's replay jobs, per candidate in the order given: the seeded probes of the
-    node that renders its template, candidate arm then current arm (what
+
+def _listed(names: Sequence[str], most: int = 10) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def candidate_jobs(candidates: Mapping[str, Path], traces: Sequence[Trace], *, probes: int | None,
+                   repeats: int | None, seed: int, familywise: float = 0.05) -> list[CandidateJobs]:
+    """The gate's replay jobs, per candidate in the order given: the probes of the node
+    that renders its template (:func:`draw_probes`), candidate arm then current arm (what
     :func:`run_gate` runs, and what :func:`plan_gate` counts).
 
     Raises:
@@ -259,41 +330,50 @@ def candidate_jobs(candidates: Mapping[str, Path], traces: Sequence[Trace], *, p
     out = []
     for template, file in candidates.items():
         node = _changed_node(template, traces)
-        chosen = _probes(traces, node, probes, seed, template)
-        out.append(CandidateJobs(template, file, node, chosen, _jobs(template, file, node, chosen, repeats)))
+        chosen, unprobed = draw_probes(traces, node, probes, seed, template)
+        times = _repeats(chosen, repeats, familywise)
+        out.append(CandidateJobs(template, file, node, chosen, times, unprobed,
+                                 _jobs(template, file, node, chosen, times)))
     return out
 
 
 @dataclass(frozen=True)
 class GateSettings:
-    """The gate's probes, repeats, seed and alpha: the spec's ``gate:`` block with the
-    command line's overrides, and its folder."""
+    """The gate's probes, repeats (None: by default, see :class:`~quiver.experiments._config.GateSpec`),
+    seed, alpha and familywise level: the spec's ``gate:`` block with the command line's
+    overrides, and its folder."""
 
-    probes: int
-    repeats: int
+    probes: int | None
+    repeats: int | None
     seed: int
     alpha: float
     out: Path
+    familywise: float = 0.05
 
 
 def gate_settings(run: CampaignRun, *, output: str | Path | None = None, probes: int | None = None,
-                  repeats: int | None = None, alpha: float | None = None, seed: int | None = None) -> GateSettings:
+                  repeats: int | None = None, alpha: float | None = None, seed: int | None = None,
+                  familywise: float | None = None) -> GateSettings:
     """The settings of a gate of ``run``'s spec (see :class:`GateSettings`).
 
     Raises:
-        QuiverError: ``probes`` below 2 or ``repeats`` below 1.
+        QuiverError: ``probes`` below 2, ``repeats`` below 1, or ``familywise`` outside (0, 1).
     """
     spec = run.spec
     gate = spec.gate
     probes_n = probes if probes is not None else gate.probes
     repeats_n = repeats if repeats is not None else gate.repeats
     for name, value, low in (("probes", probes_n, 2), ("repeats", repeats_n, 1)):
-        if value < low:
+        if value is not None and value < low:
             raise QuiverError(f"--{name} must be at least {low}; got {value}")
+    level = familywise if familywise is not None else gate.familywise
+    if not 0 < level < 1:
+        raise QuiverError(f"--familywise must lie in (0, 1); got {level}")
     return GateSettings(
         probes=probes_n, repeats=repeats_n, seed=seed if seed is not None else gate.seed,
         alpha=alpha if alpha is not None else (gate.alpha if gate.alpha is not None else spec.analysis.alphas[0]),
         out=Path(output) if output is not None else Path(gate.output) if gate.output else Path(spec.output) / "gate",
+        familywise=level,
     )
 
 
@@ -301,11 +381,13 @@ def gate_settings(run: CampaignRun, *, output: str | Path | None = None, probes:
 
 
 def plan_gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettings, *,
-              profile_dir: str | Path | None = None) -> CampaignPlan:
+              profile_dir: str | Path | None = None) -> tuple[CampaignPlan, list[CandidateJobs]]:
     """``quiver gate --plan``: the replays, LLM calls, tokens and cost (at the spec's
-    ``prices:``) of the gate's probe jobs (:func:`candidate_jobs`, one row per candidate,
-    both arms), predicted from the baseline's recorded calls as ``quiver run --plan``
-    predicts them. Sends no LLM call and writes nothing.
+    ``prices:``) of the gate's probe jobs (:func:`candidate_jobs`, one row per arm of each
+    candidate: the current template's arm is the candidate's control), predicted from the
+    baseline's recorded calls as ``quiver run --plan`` predicts them; and the candidates'
+    jobs, whose :meth:`CandidateJobs.design` says what the per-input test can find. Sends
+    no LLM call and writes nothing.
 
     Raises:
         QuiverError: No baseline at hand (the spec records it and no campaign folder
@@ -323,9 +405,17 @@ def plan_gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSe
               else str(_recorded_baseline(run, folder)))
     check_candidates(candidates, lambda template: _changed_node(template, traces),
                      lambda node: _node_calls(node, traces))
-    jobs = [j for c in candidate_jobs(candidates, traces, probes=settings.probes, repeats=settings.repeats,
-                                      seed=settings.seed) for j in c.jobs]
-    return plan_jobs(jobs, traces, ReplayMode(), prices=run.spec.prices, spec=str(run.path), baseline=source)
+    planned = _candidate_jobs(candidates, traces, settings)
+    jobs = [j for c in planned for j in c.jobs]
+    plan = plan_jobs(jobs, traces, ReplayMode(), prices=run.spec.prices, spec=str(run.path), baseline=source,
+                     controls=[f"gate:{c.template}:current" for c in planned], by_perturbation=True)
+    return plan, planned
+
+
+def _candidate_jobs(candidates: Mapping[str, Path], traces: Sequence[Trace],
+                    settings: GateSettings) -> list[CandidateJobs]:
+    return candidate_jobs(candidates, traces, probes=settings.probes, repeats=settings.repeats, seed=settings.seed,
+                          familywise=settings.familywise)
 
 
 # --------------------------------------------------------------------------- running
@@ -341,6 +431,7 @@ def run_gate(
     repeats: int | None = None,
     alpha: float | None = None,
     seed: int | None = None,
+    familywise: float | None = None,
     progress_stream: TextIO | None = sys.stderr,
     warn: Callable[[str], None] | None = None,
 ) -> GateResult:
@@ -350,7 +441,8 @@ def run_gate(
     (:class:`~quiver._outdir.OutputFolder`)."""
     t0 = time.perf_counter()
     run = CampaignRun.load(Path(spec_path), stream=progress_stream, warn=warn)
-    settings = gate_settings(run, output=output, probes=probes, repeats=repeats, alpha=alpha, seed=seed)
+    settings = gate_settings(run, output=output, probes=probes, repeats=repeats, alpha=alpha, seed=seed,
+                             familywise=familywise)
     # candidates are checked against the recorded calls before anything is written
     early = _baseline_at_hand(run, Path(profile_dir) if profile_dir else None)
     if early is not None:
@@ -366,8 +458,7 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
           early: list[Trace] | None, progress_stream: TextIO | None, t0: float) -> GateResult:
     """:func:`run_gate` once its candidates are checked, its folder held."""
     spec, path = run.spec, run.path
-    probes_n, repeats_n, seed_n, alpha_v, out = (settings.probes, settings.repeats, settings.seed, settings.alpha,
-                                                 settings.out)
+    seed_n, alpha_v, out = settings.seed, settings.alpha, settings.out
     results: dict[str, dict[str, Any]] = {}
     jobs: list[ReplayJob] = []
     try:
@@ -380,7 +471,7 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
             if alphas and all(abs(a - alpha_v) > 1e-9 for a in alphas):
                 raise QuiverError(f"alpha {alpha_v:g}: the profile has impact sets and budgets at "
                                   f"{', '.join(f'{a:g}' for a in alphas)} only")
-            plan = candidate_jobs(candidates, traces, probes=probes_n, repeats=repeats_n, seed=seed_n)
+            plan = _candidate_jobs(candidates, traces, settings)
             run.check_fidelity(traces)  # nothing is spent on a baseline that does not replay
             context = run.replay_context(graph, ReplayMode(), seed=seed_n, run_id="gate")
             jobs = [j for c in plan for j in c.jobs]
@@ -423,17 +514,20 @@ def _gate(run: CampaignRun, candidates: Mapping[str, Path], settings: GateSettin
             if bad:
                 raise QuiverError(f"{len(bad)} gate replay(s) of {template} did not pair cleanly (status "
                                   f"{bad[0].status}); the first: {bad[0].trace_id}")
-            rows.append(judge_candidate(GateCandidate(template, file, node, chosen, repeats_n), pairs, reached, profile,
-                                        alpha=alpha_v, resamples=spec.analysis.resamples, seed=seed_n,
-                                        epsilon=spec.analysis.epsilon))
+            rows.append(judge_candidate(GateCandidate(template, file, node, chosen, c.repeats, tuple(c.unprobed)),
+                                        pairs, reached, profile, alpha=alpha_v, resamples=spec.analysis.resamples,
+                                        seed=seed_n, epsilon=spec.analysis.epsilon, familywise=settings.familywise,
+                                        outcome_margin=spec.gate.outcome_margin))
     finally:
         store.close()
-    verdict = "fail" if any(r["verdict"] == "fail" for r in rows) else "pass"
+    verdicts = {r["verdict"] for r in rows}
+    verdict = "fail" if "fail" in verdicts else "re-evaluate" if "re-evaluate" in verdicts else "pass"
     unaccounted = merge_unaccounted(results[j.job_id].get("wire") for j in jobs)
     data = {
         "verdict": verdict, "spec": str(path), "profile": profile.source,
         "campaign_profile": profile.campaign is not None, "alpha": alpha_v, "seed": seed_n,
-        "probes": probes_n, "repeats": repeats_n, "resamples": spec.analysis.resamples,
+        "probes": settings.probes, "repeats": settings.repeats, "familywise": settings.familywise,
+        "equivalence_margin": spec.analysis.equivalence_margin, "resamples": spec.analysis.resamples,
         "candidates": rows, "replays": len(jobs),
         "llm_calls": sum(sum((results[j.job_id].get("llm_calls") or {}).values()) for j in jobs),
         "unaccounted_requests": unaccounted_json(unaccounted),

@@ -69,9 +69,9 @@ SETTINGS = ModelSettings(temperature=0.7)
 ORDER_DESK = Agent(name="Order desk", instructions=ORDER_INSTRUCTIONS, tools=[lookup_order],
                    model=os.environ.get("DESK_MODEL", "desk-agent"), model_settings=SETTINGS)
 REFUNDS_DESK = Agent(name="Refunds desk", instructions=REFUND_INSTRUCTIONS, tools=[open_refund],
-                     model="desk-refunds", model_settings=SETTINGS)
+                     model="shop-refunds", model_settings=SETTINGS)
 TRIAGE = instrument(Agent(name="Triage", instructions=TRIAGE_INSTRUCTIONS, handoffs=[ORDER_DESK, REFUNDS_DESK],
-                          model="desk-triage", model_settings=SETTINGS))
+                          model="shop-triage", model_settings=SETTINGS))
 
 
 @quiver.node("intake", kind="llm")

@@ -2,7 +2,7 @@
 
 * ``desk-intake`` (chat completions, JSON): the message's ``topic`` from its words
   (``refund``, ``broken`` -> refund; ``where``, ``order`` -> delivery);
-* ``desk-triage`` (the Responses API, with the two handoffs): hands off to the refunds
+* ``shop-triage`` (the Responses API, with the two handoffs): hands off to the refunds
   desk for broken or unwanted goods, to the order desk for the rest (a sampled choice:
   the other desk now and then). With instructions that send late orders to refunds
   ("late orders to the refunds desk"), a message about a late order goes there too;
@@ -10,7 +10,7 @@
   with the order number of the message; once the tool's answer is in the conversation,
   answers JSON: the ``status`` the tool gave (likely; another one at a high temperature)
   and a ``tone``, ``apology`` the likelier when its instructions ask it to apologise;
-* ``desk-refunds`` (the refunds desk, with ``open_refund``): opens the refund, then
+* ``shop-refunds`` (the refunds desk, with ``open_refund``): opens the refund, then
   answers JSON with the status the tool gave and a tone.
 """
 
@@ -38,7 +38,7 @@ def intake(req: SimRequest) -> Fields:
     return Fields(topic={"delivery": delivery, "refund": refund, "other": -0.5})
 
 
-@sim_model("desk-triage")
+@sim_model("shop-triage")
 def triage(req: SimRequest) -> ToolCall:
     text = req.last_user.lower()
     late_to_refunds = "late orders to the refunds desk" in req.system_text.lower()
@@ -78,7 +78,7 @@ def agent(req: SimRequest) -> Fields | ToolCall:
     return _answer(req, results[-1].get("status") if results else None)
 
 
-@sim_model("desk-refunds")
+@sim_model("shop-refunds")
 def refunds(req: SimRequest) -> Fields | ToolCall:
     results = _results(req, "refund")
     if not results and "open_refund" in req.tool_names:

@@ -13,7 +13,9 @@ answer it gives that answer, whatever else was retrieved and in whatever order.
 * ``multihop-followup``: queries for the *bridge*, the entity the first passages lead
   to that the question does not name (capitalised spans of the passages, ranked by how
   many passages mention them and how high), with what is asked, with the question's
-  entities or with all its keywords; or the runner-up bridge with what is asked.
+  entities or with all its keywords; or the runner-up bridge with what is asked. When its
+  instructions say to write no query, an empty one (the second hop dropped: BM25 then
+  returns the first passages of the question's ten).
 * ``multihop-answer``: a short answer. It stands for a reader that knows HotpotQA and
   needs the evidence in front of it: the gold answer gains :data:`GOLD_LOGIT` when a
   passage of the prompt contains it (for yes/no questions, in proportion to how many of
@@ -169,7 +171,10 @@ def _bridges(question: str, passages: list[Passage]) -> list[str]:
 
 @sim_model("multihop-followup")
 def followup(req: SimRequest) -> Text:
-    """A second-hop query: the bridge entity with some of the question's words."""
+    """A second-hop query: the bridge entity with some of the question's words; none
+    when its instructions say to write no query (the second hop dropped)."""
+    if "write no query" in req.system_text.lower():
+        return Text("")
     question = _question(req.user_text)
     bridges = _bridges(question, _passages(req.user_text))
     asked, entities = " ".join(_asked(question)), _entities(question)

@@ -388,17 +388,49 @@ def describe_overrides(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def answered(run: DryRun) -> bool:
+    """The outcome check (``outcome.py``'s ``answered``) on a dry run: small talk as
+    small talk; an account question answered; any other question answered with at least
+    one document cited."""
+    if run.input_id.startswith("smalltalk-"):
+        return run.path == "smalltalk"
+    if run.input_id.startswith("account-"):
+        return run.path == "answer"
+    return run.path == "answer" and bool(run.reply.get("selected_refs"))
+
+
+def describe_outcome(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The outcome check at every model's argmax: which inputs pass, and per override, on
+    the inputs where it is effective, how many pass with it (against without it)."""
+    base = {r["input_id"]: dry_run(r) for r in records}
+    out: dict[str, Any] = {"inputs": len(records), "argmax_pass": sum(answered(run) for run in base.values()),
+                           "argmax_failing": sorted(i for i, run in base.items() if not answered(run)),
+                           "overrides": {}}
+    for name, override in OVERRIDES.items():
+        effective = passing = passing_before = 0
+        for record in records:
+            with_it = dry_run(record, overrides=override)
+            if with_it.gates == base[record["input_id"]].gates:
+                continue
+            effective += 1
+            passing += answered(with_it)
+            passing_before += answered(base[record["input_id"]])
+        out["overrides"][name] = {"effective_inputs": effective, "pass": passing, "pass_without": passing_before}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--inputs", action="store_true", help="only the per-input decisions")
     parser.add_argument("--variants", action="store_true", help="only the rewriter prompt swaps")
     parser.add_argument("--overrides", action="store_true", help="only the first-wave overrides")
     parser.add_argument("--ladder", action="store_true", help="only the discovery remove ladder")
+    parser.add_argument("--outcome", action="store_true", help="only the outcome check at the argmax")
     parser.add_argument("--only", default="", help="only the inputs whose id starts with this")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per input or swap")
     args = parser.parse_args(argv)
     records = [r for r in load_inputs() if r["input_id"].startswith(args.only)]
-    both = not (args.inputs or args.variants or args.overrides or args.ladder)
+    both = not (args.inputs or args.variants or args.overrides or args.ladder or args.outcome)
     derived: dict[str, Any] = {}
     with simulator():
         if args.inputs or both:
@@ -409,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             derived["rewriter_variants"] = describe_variants(records, args.verbose)
         if args.ladder or both:
             derived["discovery_ladder"] = describe_ladder(records, args.verbose)
+        if args.outcome or both:
+            derived["outcome"] = describe_outcome(records)
     print(json.dumps(derived, indent=2))
     return 0
 

@@ -5,7 +5,8 @@
     from quiver.integrations.openai_agents import instrument
 
     triage = Agent(name="Triage agent", handoffs=[billing, technical], ...)
-    instrument(triage)     # the agents it hands off to and the agents it uses as tools are found
+    instrument(triage)     # the agents it hands off to and the agents it uses as tools are found;
+                           # only these agents are recorded as nodes
 
 Nothing else changes in the app: it runs ``Runner.run`` / ``Runner.run_streamed`` as
 before, on whatever model the SDK resolves (the Responses API, chat completions, a

@@ -11,6 +11,7 @@ twice, and nothing records outside a recording or a replay.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,10 @@ __all__ = ["instrument", "node_names"]
 _SUPPORTED = "openai-agents 0.24"
 _lock = threading.Lock()
 _installed = False
+_instrumented: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+"""The agents :func:`instrument` found (by identity): only their turns are recorded as
+calls of their nodes; another agent's requests are captured at the transport as before,
+as ``llm`` calls of the node that runs it."""
 
 
 def instrument(*agents: Any) -> Any:
@@ -33,8 +38,9 @@ def instrument(*agents: Any) -> Any:
 
     Args:
         agents: The app's entry agents. The agents they hand off to and the agents
-            they use as tools (``Agent.as_tool``) are found from them; an agent reached
-            otherwise is recorded all the same, without declared field types.
+            they use as tools (``Agent.as_tool``) are found from them. Only these agents
+            (these objects: a clone made later is another agent) are recorded as nodes;
+            any other agent's requests are captured at the transport as before.
 
     Returns:
         The first agent given, so that ``triage = instrument(Agent(...))`` reads well.
@@ -52,6 +58,8 @@ def instrument(*agents: Any) -> Any:
             raise InstrumentationError(f"instrument() takes openai-agents Agent objects; got {type(agent).__name__}")
     _install()
     found = _reachable(agents)
+    for agent in found:
+        _instrumented[id(agent)] = agent
     _declare(found)
     for agent in found:
         for tool in _function_tools(agent):
@@ -91,7 +99,8 @@ def _install() -> None:
         resolved = resolve
 
         def get_model(agent: Any, run_config: Any) -> Any:
-            return AgentModel(resolved(agent, run_config), agent, wrap_tools)
+            model = resolved(agent, run_config)
+            return AgentModel(model, agent, wrap_tools) if _instrumented.get(id(agent)) is agent else model
 
         run_loop.get_model = get_model
         _installed = True

@@ -35,6 +35,7 @@ from quiver.perturbations._registry import (
 
 __all__ = [
     "Override",
+    "Replace",
     "BoolFlip",
     "CategoricalFlip",
     "ListEdit",
@@ -141,6 +142,37 @@ class Identity(Operator):
     def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
         """Always: nothing was changed."""
         return True
+
+
+# --------------------------------------------------------------------------- replace
+
+
+class ReplaceParams(OperatorParams):
+    """Parameters of ``replace``."""
+
+    value: Any
+    """The output served in place of the recorded one (any JSON value)."""
+
+
+@operator("replace")
+class Replace(Operator):
+    """Serve another whole output in place of the recorded one: a step's output taken
+    from another run (a passing run of the same input, as ``quiver localize``
+    transplants it), or a value written by hand. A no-op when it equals the recorded one.
+    """
+
+    mode = "output"
+    binary = True
+    Params = ReplaceParams
+    params: ReplaceParams
+
+    def apply(self, output: Any, ctx: OperatorContext) -> Any:
+        """A copy of ``value``."""
+        return copy.deepcopy(self.params.value)
+
+    def is_noop(self, output: Any, perturbed: Any, ctx: OperatorContext) -> bool:
+        """The recorded output already was ``value``."""
+        return canonical_json(output) == canonical_json(self.params.value)
 
 
 # --------------------------------------------------------------------------- bool_flip

@@ -132,6 +132,10 @@ class ReplayContext:
     redaction: dict[str, Any] | None = None
     """The run's redactor (:meth:`~quiver.Redactor.to_json`): what the worker writes to
     disk itself (the response cache) is redacted as the run's own files are."""
+    outcome: dict[str, Any] | None = None
+    """The spec's outcome checks and their settings
+    (:func:`~quiver.experiments._config.outcome_settings`): every replay carries its
+    outcome."""
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -158,8 +162,9 @@ class Worker:
         redactor = Redactor.from_json(context.redaction) if context.redaction is not None else None
         self.cache = ResponseCache(context.cache_dir, redactor=redactor) if context.cache_dir else None
         self.client = LLMClient(**llm, retry=retry, cache=self.cache)
+        outcome = _outcome_runner(context, Path(context.base_dir), self.client)
         self.replayer = Replayer(
-            self.fn,
+            self.fn, outcome=outcome,
             mode=ReplayMode.model_validate(context.mode),
             client=self.client,
             graph=PipelineGraph.model_validate(context.graph) if context.graph is not None else None,
@@ -201,6 +206,19 @@ class Worker:
         except QuiverError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return result.to_json()
+
+
+def _outcome_runner(context: ReplayContext, base_dir: Path, client: Any) -> Any:
+    """The context's outcome checks, run with the worker's client (None without checks)."""
+    if context.outcome is None:
+        return None
+    from quiver._outcome import CheckSpec
+    from quiver.replay._outcome import OutcomeRunner
+
+    settings = context.outcome
+    return OutcomeRunner(CheckSpec.model_validate(settings["check"]), base_dir=base_dir, client=client,
+                         default_model=settings.get("default_model"), embedder=settings.get("embedder"),
+                         cache_dir=settings.get("cache_dir"))
 
 
 ENDPOINT_DOWN = "endpoint_down"

@@ -284,6 +284,7 @@ class ReplayBuilder(TraceBuilder):
         change = self.operator.change(self._operator_context(recorded))
         templates = {tid: template_from_ref(tid, ref) for tid, ref in change.templates.items()}
         self._change = (change, templates)
+        record.tags[PERTURBED_TAG] = self.operator.describe()  # as an output operator's target is marked
         return Directive("perturb", recorded, context=lambda: self._execution_change(change, templates), llm="live")
 
     # -- the target -------------------------------------------------------------------
@@ -398,6 +399,7 @@ class ReplayBuilder(TraceBuilder):
             with self._lock:
                 self._calls.append(copied)
                 self._claimed[call.call_id] = copied
+                self.served += 1  # served too: its recorded output stands, nothing ran it
                 if id(record) in self._live:
                     self._live.add(id(copied))
             self.close_call(copied, copy.deepcopy(call.output))

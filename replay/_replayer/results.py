@@ -85,7 +85,8 @@ class ReplayResult:
     llm_calls: dict[str, int]
     """LLM requests the endpoint answered during the replay, by node."""
     served_calls: int
-    """Calls served from the recording (their bodies did not run)."""
+    """Calls served from the recording (their bodies did not run), the calls nested under
+    a served call included."""
     seconds: float
     llm_tokens: int = 0
     """Tokens of the LLM requests the endpoint answered."""
@@ -95,6 +96,9 @@ class ReplayResult:
     """Every HTTP request the replay sent, as the transport counted it
     (:meth:`~quiver.replay._instrument.Wire.to_json`: LLM and other requests by node,
     those unanswered, and those the replay contract did not account for)."""
+    judge_calls: int = 0
+    """LLM requests the outcome checks' judges sent for this replay (apart from the
+    pipeline's ``llm_calls``), as the wire counted them."""
 
     @property
     def reproduced(self) -> bool:
@@ -119,6 +123,7 @@ class ReplayResult:
             "llm_calls": self.llm_calls, "served_calls": self.served_calls, "seconds": self.seconds,
             "llm_tokens": self.llm_tokens, "retries": self.retries,
             **({"wire": self.wire} if self.wire else {}),
+            **({"judge_calls": self.judge_calls} if self.judge_calls else {}),
         }
 
     @classmethod
@@ -131,5 +136,5 @@ class ReplayResult:
             target=TargetReport(**{k: v for k, v in target.items()}) if target else None,
             llm_calls=dict(data["llm_calls"]), served_calls=data["served_calls"], seconds=data["seconds"],
             llm_tokens=data.get("llm_tokens", 0), retries=dict(data.get("retries", {})),
-            wire=dict(data.get("wire") or {}),
+            wire=dict(data.get("wire") or {}), judge_calls=int(data.get("judge_calls", 0)),
         )

@@ -10,16 +10,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import Unpack
 
 from quiver._graph import PipelineGraph
-from quiver._trace import Redactor, Trace
+from quiver._trace import Redactor, Trace, outcome_divergence
 from quiver.perturbations import Operator, OperatorError, resolve_template_ref
 from quiver.replay._keys import replay_identity, replay_sample_key
 from quiver.replay._llm import LLMClient
 from quiver.replay._pipeline import run_traced
+
+if TYPE_CHECKING:
+    from quiver.replay._outcome import OutcomeRunner
 
 from .builder import ReplayBuilder, template_from_ref
 from .results import ReplayError, ReplayMode, ReplayResult, Target
@@ -38,6 +41,7 @@ class ReplayerSettings(TypedDict, total=False):
     base_dir: Path | None
     run_id: str
     seed: int
+    outcome: OutcomeRunner | None
 
 
 class Replayer:
@@ -56,6 +60,9 @@ class Replayer:
             (its trace and the target's outputs) is redacted the same way, and compared
             with the recording in that form: secrets the pipeline computes again
             reproduce, and nothing the result holds needs redacting again.
+        outcome: The spec's outcome checks: every replay carries its outcome (a judge
+            asking what the recording asked is served its recorded answer), and a replay
+            with every dimension frozen whose outcome is not the recording's diverges.
     """
 
     def __init__(
@@ -69,8 +76,10 @@ class Replayer:
         run_id: str = "replay",
         seed: int = 0,
         redactor: Redactor | None = None,
+        outcome: OutcomeRunner | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.outcome = outcome
         self.mode = mode or ReplayMode()
         self.client = client
         self.graph = graph
@@ -129,9 +138,18 @@ class Replayer:
             builder, self.pipeline, baseline.inputs, self.client, log=log,
             response_cache=self.mode.downstream == "cached", templates=self._replacements(templates),
         )
+        divergences, judged = builder.divergences, 0
+        if self.outcome is not None:
+            before = self.outcome.judge_calls
+            outcome = self.outcome.evaluate(trace, sample_key=builder.sample_key, recorded=baseline.outcome)
+            judged = self.outcome.judge_calls - before
+            trace = trace.model_copy(update={"outcome": outcome})
+            differs = outcome_divergence(baseline.outcome, outcome) if baseline.outcome is not None else None
+            if target is None and self.mode.all_frozen and differs is not None:
+                divergences = [*divergences, differs]
         return ReplayResult(
             baseline=baseline, trace=trace, perturbation_id=pid, repeat=repeat,
-            divergences=builder.divergences, target=builder.target_report,
+            divergences=divergences, target=builder.target_report, judge_calls=judged,
             llm_calls=dict(sorted(builder.llm_calls.items())), served_calls=builder.served,
             seconds=round(time.perf_counter() - t0, 6), llm_tokens=builder.llm_tokens,
             retries=dict(sorted(builder.retries.items())), wire=builder.wire.to_json(),

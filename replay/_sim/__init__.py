@@ -1,6 +1,8 @@
 """The bundled OpenAI-compatible simulator: seeded stochastic models over HTTP on loopback.
 
-* ``request``, ``models``, ``jsonfill``: requests, the model registry, the built-in models;
+* ``request``, ``registry``, ``models``, ``jsonfill``: requests, the model registry and
+  the loading of the modules that fill it, sampling, the built-in models;
+* ``formats``: the endpoints (:func:`endpoints`) and the wire format each speaks;
 * ``wire``, ``guard``, ``handler``, ``server``: the wire format, who may ask (the
   simulator's own address, no web pages), the HTTP connections and their limits, the
   server;
@@ -9,6 +11,7 @@
 
 from __future__ import annotations
 
+from .formats import endpoints
 from .limits import LimitsConfig, ModelLimits
 from .models import (
     Fields,
@@ -45,6 +48,7 @@ __all__ = [
     "get_sim_model",
     "sim_model_names",
     "load_model_modules",
+    "endpoints",
     "complete",
     "request_digest",
     "LatencyConfig",

@@ -29,7 +29,7 @@ from quiver._wire import CHAT, EMBEDDINGS, MESSAGES, RESPONSES, Answer, Embeddin
 from .models import SimChoice, SimRequest
 from .wire import _HTTPError
 
-__all__ = ["ROUTES", "Route", "chat_body", "answer_of", "ResponseStore", "embeddings_body"]
+__all__ = ["GET_PATHS", "ROUTES", "Route", "endpoints", "chat_body", "answer_of", "ResponseStore", "embeddings_body"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,13 @@ class Route:
 ROUTES = {r.path: r for r in (Route("/v1/chat/completions", CHAT), Route("/v1/responses", RESPONSES),
                               Route("/v1/messages", MESSAGES), Route("/v1/embeddings", None))}
 """The POST endpoints, by path."""
+GET_PATHS = ("/v1/models", "/v1/models/{id}", "/health")
+"""The GET endpoints (the model list, one model, the health check)."""
+
+
+def endpoints() -> str:
+    """Every endpoint the simulator serves, for people: ``GET ...; POST ...``."""
+    return f"GET {', '.join(GET_PATHS)}; POST {', '.join(ROUTES)}"
 
 _STORE_SIZE = 10_000
 """The most Responses API conversations the simulator keeps for ``previous_response_id``."""

@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 from quiver.replay._keys import SAMPLE_KEY_HEADER
 
-from .formats import ROUTES
+from .formats import ROUTES, endpoints
 from .guard import _Guard
 from .models import sim_model_names
 from .wire import _HTTPError, _json_bytes, _model_body, _retry_headers, _unknown_model
@@ -343,9 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _unknown_url(self, method: str) -> _HTTPError:
         return _HTTPError(
             404,
-            f"Unknown request URL: {method} {self.path}. The quiver simulator serves "
-            "GET /v1/models, POST /v1/chat/completions, /v1/responses, /v1/messages and /v1/embeddings, "
-            "and GET /health.",
+            f"Unknown request URL: {method} {self.path}. The quiver simulator serves {endpoints()}.",
             code="unknown_url",
         )
 

@@ -54,7 +54,6 @@ soon as this module is imported.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import random
@@ -66,6 +65,7 @@ from typing import Any, TypeAlias
 from quiver._canonical import canonical_json
 from quiver._errors import SimulatorError
 
+from .registry import get_sim_model, load_model_modules, register_sim_model, sim_model, sim_model_names
 from .request import SimRequest, SimRequestError, _is_number
 
 __all__ = [
@@ -195,77 +195,9 @@ class SimChoice:
     tool_calls: tuple[dict[str, Any], ...] | None = None
 
 
-# --------------------------------------------------------------------------- registry
-
-_REGISTRY: dict[str, SimModelFn] = {}
-
 _MAX_ANSWER_CHARS = 16 * 1024 * 1024
 """The most characters the choices of one answer may hold together (``n`` echoes of a
 large prompt would otherwise take gigabytes)."""
-
-
-def register_sim_model(name: str, fn: SimModelFn) -> None:
-    """Register ``fn`` as the simulated model ``name``, replacing any earlier one.
-
-    Raises:
-        SimulatorError: ``name`` is not a non-empty string or ``fn`` is not callable.
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise SimulatorError(f"a simulated model name must be a non-empty string; got {name!r}")
-    if not callable(fn):
-        raise SimulatorError(
-            f"simulated model '{name}' must be a function of a SimRequest; "
-            f"got {type(fn).__name__}"
-        )
-    _REGISTRY[name] = fn
-
-
-def sim_model(name: str) -> Callable[[SimModelFn], SimModelFn]:
-    """Decorator registering a function as the simulated model ``name``."""
-
-    def decorate(fn: SimModelFn) -> SimModelFn:
-        register_sim_model(name, fn)
-        return fn
-
-    return decorate
-
-
-def get_sim_model(name: str) -> SimModelFn:
-    """Return the function registered as ``name``.
-
-    Raises:
-        SimulatorError: No model has that name; the message lists the known ones.
-    """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise SimulatorError(
-            f"unknown simulated model {name!r}; known models: {', '.join(sim_model_names())}"
-        ) from None
-
-
-def sim_model_names() -> list[str]:
-    """The registered model names, sorted."""
-    return sorted(_REGISTRY)
-
-
-def load_model_modules(modules: Sequence[str]) -> None:
-    """Import each module, so that its ``@sim_model`` registrations run.
-
-    Raises:
-        SimulatorError: A module could not be imported; names it and the import error.
-    """
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except BaseException as exc:  # a module may even call sys.exit()
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise SimulatorError(
-                f"cannot import simulator model module {module!r}: "
-                f"{type(exc).__name__}: {exc}; it must be an importable module name "
-                "(on sys.path / PYTHONPATH) that registers models with @sim_model"
-            ) from exc
 
 
 # --------------------------------------------------------------------------- plans

@@ -12,9 +12,11 @@ name -- to the unmodified OpenAI SDK::
             extra_headers={SAMPLE_KEY_HEADER: "trace-7/flip-2/0"},
         )
 
-Endpoints: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``
-and ``GET /health``. Any ``Authorization`` header is accepted; streaming is not
-supported.
+Endpoints (:func:`~.formats.endpoints`): ``GET /v1/models``, ``/v1/models/{id}`` and
+``/health``; ``POST /v1/chat/completions``, ``/v1/responses`` (the Responses API),
+``/v1/messages`` (Anthropic's Messages API) and ``/v1/embeddings``, each answer as a body
+or, asked with ``"stream": true``, as the format's server-sent events. Any
+``Authorization`` header is accepted.
 
 **Purity.** A completion is a pure function of (model, messages, parameters, sample
 key); the sample key comes in the ``X-Quiver-Sample-Key`` header (missing = ``""``). The
@@ -59,7 +61,7 @@ Requests the simulator cannot serve get OpenAI's error body
 a body that is not strict JSON (see :mod:`~quiver.replay._sim.wire`: lone surrogates,
 ``NaN``, numbers beyond a double, integers of more than 100 digits, nesting deeper than
 128 levels), a missing or invalid parameter, a ``json_schema`` response format nested
-deeper than 64 levels or expanding to more than 4096 fields, ``"stream": true``, or a
+deeper than 64 levels or expanding to more than 4096 fields, or a
 simulated model that refuses the request by raising ``SimRequestError``; 404
 (``openai.NotFoundError``) for an unknown model, listing the known ones. A malformed
 request never gets a 5xx: the only 5xx are the configured faults, a simulated model
@@ -272,7 +274,8 @@ class SimulatorConfig(BaseModel):
     """The TCP port; 0 picks a free one."""
 
     models: list[str] = []
-    """Modules to import before serving; they register models with ``@sim_model``."""
+    """Modules to import before serving, which register models with ``@sim_model``:
+    module names, or ``.py`` files (relative to the working directory)."""
 
     nondeterminism: float = 0.0
     """At temperature 0, the probability that a choice takes a runner-up value."""

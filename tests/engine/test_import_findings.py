@@ -125,9 +125,23 @@ def test_a_phoenix_span_dataframe_export_imports_as_the_spans_do(tmp_path: Path)
 
 
 def _named_lists(tmp_path: Path) -> Path:
+    """An object of named lists whose items are not spans (a test harness's results by name)."""
+    path = tmp_path / "named.json"
+    results = [{"scopeName": s["attributes"]["openinference.span.kind"], "spanName": s["name"], "success": True}
+               for s in _spans(JSONL)]
+    path.write_text(json.dumps({"run-a": results[:2], "run-b": results[2:]}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["openinference", "auto"])
+def test_an_object_of_named_span_lists_imports_as_its_spans(fmt: str, tmp_path: Path) -> None:
     path = tmp_path / "named.json"
     path.write_text(json.dumps({"run-a": _spans(JSONL)[:2], "run-b": _spans(JSONL)[2:]}), encoding="utf-8")
-    return path
+    result, traces = _import(fmt, path, tmp_path)
+    assert result.code == 0, result.stderr
+    direct = quiver.import_traces("openinference", JSONL).traces
+    assert [(c.node, c.kind, c.output, c.prompt, c.response) for t in traces for c in t.calls] == \
+        [(c.node, c.kind, c.output, c.prompt, c.response) for t in direct for c in t.calls]
 
 
 def _scope_records(tmp_path: Path) -> Path:
@@ -145,6 +159,8 @@ def test_a_file_of_no_known_shape_is_refused_in_one_line(make: Any, fmt: str, tm
     (line,) = result.error_lines()
     assert str(path) in line and ("not a span file" in line or "no span of a format" in line)
     assert "resourceSpans" in line  # what would be read
+    if make is _named_lists:  # what was found
+        assert "an object of 2 named list(s) ('run-a', 'run-b') whose items are not spans" in line, line
 
 
 @pytest.mark.parametrize("path, asked, reads", [

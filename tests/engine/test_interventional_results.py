@@ -193,11 +193,13 @@ def test_campaign_json_reads_back_to_the_same_json(campaign: CampaignEstimates) 
 def test_campaign_json_keeps_its_keys_and_their_order(campaign: CampaignEstimates) -> None:
     data = campaign.to_json()
     assert list(data) == ["epsilon", "alpha", "resamples", "seed", "permutations", "pairs", "observational",
-                          "perturbations", "validation", "validation_skipped", "controls"]
+                          "perturbations", "validation", "validation_skipped", "controls",
+                          "equivalence_margin", "loop"]  # the keys added later come last
     p = data["perturbations"][2]
-    assert list(p) == ["id", "node", "op", "params", "ladder", "pairs", "effective", "noop", "unstratified",
-                       "diverged", "failed", "not_applied", "groups", "downstream", "strata", "control_replays",
-                       "negative_control", "beta_shape", "beta_iter"]
+    assert list(p)[:19] == ["id", "node", "op", "params", "ladder", "pairs", "effective", "noop", "unstratified",
+                            "diverged", "failed", "not_applied", "groups", "downstream", "strata", "control_replays",
+                            "negative_control", "beta_shape", "beta_iter"]
+    assert list(p)[19:] == (["per_input"] if p["control_replays"] is not None else [])
     assert list(p["strata"]["effective"])[:4] == ["n", "D_iter", "D_iter_ci", "D_iter_n"]
     assert list(p["beta_shape"])[-4:] == ["control_rate", "control_rate_ci", "control_n", "bins"]
     assert list(data["validation"][0])[3:6] == ["sigma_obs", "sigma_obs_ci", "n_obs"]

@@ -2,8 +2,9 @@
 
 * **The plan**: ``quiver gate SPEC --candidate ... --profile RUN --plan`` for the README's
   gate (:func:`strict_gate`, run once per session) predicts exactly the replays the gate
-  ran (probes x repeats x 2 arms) and LLM calls within 10% of those it made (from
-  ``gate.json``), sends no LLM call and writes nothing (the gate's folder is not made).
+  ran (probes x repeats x 2 arms, half of them the current template's: its controls) and
+  LLM calls within 10% of those it made (from ``gate.json``), says what the per-input test
+  can find with them, sends no LLM call and writes nothing (the gate's folder is not made).
 * **Ctrl-C**: a gate over the quickstart corpus, its simulator answering 300 ms late, is
   sent SIGINT (to its whole process group, as a terminal does) once a seeded number of
   its replays have started (a wrapper pipeline counts them in a file). It exits 130
@@ -49,9 +50,14 @@ def test_the_gate_plan_counts_the_replays_the_gate_ran_and_its_llm_calls_within_
     total = re.search(r"^total\s+([\d,]+)\s+([\d,]+)\s+\(([\d,]+)-([\d,]+)\)\s+([\d,]+)", plan.stdout, re.M)
     assert total is not None, plan.stdout
     replays, calls = (int(total.group(i).replace(",", "")) for i in (1, 2))
-    assert replays == data["replays"] == data["probes"] * data["repeats"] * 2
+    [c] = data["candidates"]
+    assert replays == data["replays"] == c["probes"] * c["repeats"] * 2
     assert abs(calls - data["llm_calls"]) <= 0.10 * data["llm_calls"], (calls, data["llm_calls"])
     assert "no LLM call was made" in plan.stdout and "nothing was written" in plan.stdout
+    # the current template's arm is the candidate's control: half the replays, said so
+    assert f"{replays:,} replays ({replays // 2:,} of them controls)" in plan.stdout, plan.stdout
+    assert (f"{c['inputs']} input(s), {c['probes']} probe(s) (1 per input) x {c['repeats']} replay(s) per arm"
+            in plan.stdout and "a complete change of an input can fail it" in plan.stdout), plan.stdout
     print(f"gate plan: {replays} replays, {calls} LLM calls predicted; the gate made {data['llm_calls']}")
 
 

@@ -366,6 +366,8 @@ def test_the_gate_and_the_analysis_say_first_what_they_found(strict_gate: tuple[
         if attrs.get("data-event"):
             row = c["rates"][attrs["data-event"]]
             assert json.loads(attrs["data-value"] or "null") == row["difference"]["value"], text
+        if attrs.get("data-inputs"):  # the inputs whose path moved, as the per-input tests found them
+            assert json.loads(attrs["data-inputs"] or "[]") == c["per_input"]["moved"], text
         if kinds[found.index((attrs, text))] == "finding-verdict":
             assert attrs["data-verdict"] == c["verdict"].upper() and c["verdict"].upper() in text
     said, report = _said(proc.stdout, "the gate", len(found))

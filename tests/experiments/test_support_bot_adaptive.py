@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from findings_claims import check_claims
 
 ROOT = Path(__file__).parents[2]
 SPEC = ROOT / "experiments" / "specs" / "support_bot_adaptive.yaml"
@@ -44,6 +45,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, quiver_cli: list[str]) -> 
                           text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out
+
+
+def test_no_finding_claims_an_absence_beyond_the_margin(run_dir: Path) -> None:
+    check_claims(json.loads((run_dir / "campaign.json").read_text()))
 
 
 @pytest.fixture(scope="module")

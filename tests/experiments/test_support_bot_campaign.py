@@ -143,3 +143,76 @@ def test_every_target_has_its_control_replays(campaign: dict[str, Any]) -> None:
         assert control["n"] == 2 * control["traces"] and control["traces"] >= 150, (p["id"], control)
         # the control replays are the downstream noise: about the observational rate, far below 1
         assert 0.05 < control["D_shape"] < 0.3
+
+
+def _controls_of(campaign: Mapping[str, Any]) -> dict[str, str]:
+    """Perturbation id -> the id of its control replays."""
+    out = {}
+    for control in campaign.get("controls") or []:
+        for pid in control.get("perturbations") or []:
+            out[pid] = control["id"]
+    return out
+
+
+def test_every_outcome_effect_equals_its_recomputation_from_the_replays(
+        run: Path, campaign: dict[str, Any]) -> None:
+    """The pass rate of each perturbation's effective replays minus that of its control
+    replays of the same traces, read from replays.jsonl's traces (their outcomes) and
+    pairs.jsonl's strata alone, agrees with campaign.json to 0.005."""
+    from quiver import load_traces
+
+    outcome = {t.trace_id: t.outcome.status for t in load_traces(run / "replays.jsonl").traces
+               if t.outcome is not None}
+    rows = [json.loads(line) for line in (run / "pairs.jsonl").read_text().splitlines()]
+    of = {p["id"]: p for p in campaign["perturbations"]}
+    controls = _controls_of(campaign)
+    checked = 0
+    for pid, p in of.items():
+        if "outcome" not in p:
+            continue
+        effective = [r for r in rows if r["perturbation_id"] == pid and r.get("stratum") == "effective"
+                     and r["status"] == "ok" and r.get("replay_id") is not None]
+        mine = [outcome[f"{r['trace_id']}~{r['replay_id']}/{r['repeat']}"] for r in effective
+                if f"{r['trace_id']}~{r['replay_id']}/{r['repeat']}" in outcome]
+        traces = {r["trace_id"] for r in effective}
+        theirs = [outcome[f"{r['trace_id']}~{r['replay_id']}/{r['repeat']}"] for r in rows
+                  if r["perturbation_id"] == controls[pid] and r["status"] == "ok" and r["trace_id"] in traces
+                  and f"{r['trace_id']}~{r['replay_id']}/{r['repeat']}" in outcome]
+        rate = sum(s == "pass" for s in mine) / len(mine)
+        control_rate = sum(s == "pass" for s in theirs) / len(theirs)
+        got = p["outcome"]
+        assert got["pass_rate"]["n"] == len(mine) and got["control_pass_rate"]["n"] == len(theirs), pid
+        assert abs(got["difference"]["value"] - (rate - control_rate)) <= 0.005, (pid, got["difference"])
+        lo, hi = got["difference"]["ci"]
+        assert lo <= got["difference"]["value"] <= hi
+        checked += 1
+    assert checked == len(of)
+
+
+def test_the_outcome_follows_truth_for_the_overrides(campaign: dict[str, Any], truth: dict[str, Any]) -> None:
+    """Forcing small talk answers no question as it should (truth: 0 of 70 effective inputs
+    pass at the argmax): its effective replays' pass rate is 0; web_search_hint=true moves
+    nothing the check reads (64 of 65 both ways): its effect lies inside the margin."""
+    stated = truth["outcome"]["overrides"]
+    small = _perturbation(campaign, "small-talk")["outcome"]
+    assert stated["signal_analysis.is_small_talk=true"]["pass"] == 0
+    assert small["pass_rate"]["value"] == 0.0 and small["difference"]["ci"][1] < -0.5
+    web = _perturbation(campaign, "web-search-certain")["outcome"]
+    hint = stated["signal_analysis.web_search_hint=true"]
+    assert hint["pass"] == hint["pass_without"]
+    assert -0.05 <= web["difference"]["ci"][0] and web["difference"]["ci"][1] <= 0.05
+
+
+def test_derive_truth_computes_the_outcome_truth_yaml_states(truth: dict[str, Any]) -> None:
+    import contextlib
+    import io
+
+    from quiver.experiments.support_bot.derive_truth import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--outcome"]) == 0
+    derived = json.loads(out.getvalue())["outcome"]
+    stated = truth["outcome"]
+    assert derived["argmax_pass"] == stated["argmax_pass"] and derived["argmax_failing"] == stated["argmax_failing"]
+    assert derived["overrides"] == stated["overrides"]

@@ -128,6 +128,7 @@ def test_a_campaign_and_its_gate_count_what_they_sent(recorded: tuple[Path, int,
     assert sent == 2 * 2 * len(QUESTIONS)  # the perturbation and its control, one write request per trace
     assert _printed(r"; (\d+) LLM calls", done.stdout) == sent
     assert json.loads((root / "run" / "summary.json").read_text())["llm_calls"] == sent
+    assert json.loads((root / "run" / "campaign.json").read_text())["llm_calls"] == sent
     candidate = root / "plan_candidate.txt"
     candidate.write_text("[system]\nPlan the answer in three words.\n[user]\n{question}\n")
     mark = front.mark()
@@ -135,6 +136,7 @@ def test_a_campaign_and_its_gate_count_what_they_sent(recorded: tuple[Path, int,
                     "--output", str(root / "gate"), "--quiet"], seconds=RUN_SECONDS)
     assert done.code in (0, 1), done.stdout + done.stderr
     assert json.loads((root / "gate" / "gate.json").read_text())["llm_calls"] == len(front.since(mark)) > 0
+    assert _printed(r"; ([\d,]+) LLM calls \(counted on the wire\)", done.stdout) == len(front.since(mark))
 
 
 def test_attribution_pays_only_for_sampling_on_an_unchanged_deployment(

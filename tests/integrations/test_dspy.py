@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import pytest
 import yaml
+from findings_claims import check_claims
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list fetched when LiteLLM loads
 
@@ -125,6 +126,7 @@ def _expected_live_calls(pair: dict[str, Any]) -> int:
 
 def test_each_perturbation_of_the_spec_gives_effective_pairs_with_their_llm_calls(campaign: Path) -> None:
     summary = json.loads((campaign / "campaign.json").read_text())
+    check_claims(summary)  # no finding claims an absence beyond its margin
     by_id = {p["id"]: p for p in summary["perturbations"]}
     assert set(by_id) == {"router-single-hop", "route-flip", "passages-drop", "query-greedy",
                           "router-prefers-one-hop"}

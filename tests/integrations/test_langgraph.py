@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 import yaml
+from findings_claims import check_claims
 from langchain_core.prompts import ChatPromptTemplate
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -182,6 +183,7 @@ def test_each_perturbation_class_gives_effective_pairs_with_counted_calls(
                 analysis={"resamples": 100, "permutations": 100})
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     _cli(["run", str(tmp_path / "spec.yaml"), "--quiet"], endpoint)
+    check_claims(json.loads((tmp_path / "camp" / "campaign.json").read_text()))  # no absence beyond the margin
     pairs = [json.loads(line) for line in (tmp_path / "camp" / "pairs.jsonl").read_text().splitlines()]
     by_op: dict[str, list[dict[str, Any]]] = {}
     for pair in pairs:

@@ -1,5 +1,5 @@
 """An async support desk on openai-agents, instrumented with one line, measured at a
-counting front (tests/pipelines/agent_desk: a triage agent hands off to a billing agent
+counting front (tests/pipelines/instrumented_desk: a triage agent hands off to a billing agent
 with ``lookup_invoice`` or a technical agent with ``check_service_status`` and
 ``open_ticket``; a chat completion summarises; 16 messages, 3 repeats).
 
@@ -29,8 +29,8 @@ from fuzzing import run_cli
 from quiver import load_traces
 from quiver.replay import Simulator, SimulatorConfig
 
-DESK = Path(__file__).parents[1] / "pipelines" / "agent_desk"
-AGENTS = {"Billing agent": "desk-billing", "Technical agent": "desk-tech"}
+DESK = Path(__file__).parents[1] / "pipelines" / "instrumented_desk"
+AGENTS = {"Billing agent": "idesk-billing", "Technical agent": "idesk-tech"}
 TOOLS = {"Billing agent": {"lookup_invoice"}, "Technical agent": {"check_service_status", "open_ticket"}}
 MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
             for line in (DESK / "inputs.jsonl").read_text().splitlines()}
@@ -38,7 +38,7 @@ SECONDS = 300.0
 
 RECORD = """\
 pipeline: {desk}/pipeline.py:{function}
-llm: {{base_url: {url}, model: desk-triage, api_key_env: QUIVER_DESK_KEY}}
+llm: {{base_url: {url}, model: idesk-triage, api_key_env: QUIVER_DESK_KEY}}
 inputs: {desk}/inputs.jsonl
 repeats: {repeats}
 concurrency: 4
@@ -48,7 +48,7 @@ output: {out}
 
 CAMPAIGN = """\
 pipeline: {desk}/pipeline.py:run
-llm: {{base_url: {url}, model: desk-triage, api_key_env: QUIVER_DESK_KEY}}
+llm: {{base_url: {url}, model: idesk-triage, api_key_env: QUIVER_DESK_KEY}}
 baseline: {baseline}
 perturbations:
 {perturbations}
@@ -128,7 +128,7 @@ def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parent
     summary = json.loads((root / "rec" / "summary.json").read_text())
     assert summary["llm_calls"] == len(sent) == _printed_llm_calls(done.stdout + done.stderr)
     by_model = Counter(r["model"] for r in sent)
-    turns = Counter(AGENTS.get(c.node, "desk-triage" if c.node == "Triage agent" else "desk-summary")
+    turns = Counter(AGENTS.get(c.node, "idesk-triage" if c.node == "Triage agent" else "idesk-summary")
                     for t in traces for c in t.calls if c.kind == "llm")
     assert by_model == turns
 
@@ -179,8 +179,8 @@ def test_every_effective_handoff_flip_runs_the_other_agent_live(
     # the triage turn was served (no request), the summary ran live
     at_front = Counter((r["model"], _message(r)) for r in sent if r["model"] in AGENTS.values())
     assert at_front == named
-    assert Counter(r["model"] for r in sent)["desk-triage"] == 0
-    assert Counter(r["model"] for r in sent)["desk-summary"] == 48
+    assert Counter(r["model"] for r in sent)["idesk-triage"] == 0
+    assert Counter(r["model"] for r in sent)["idesk-summary"] == 48
     assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
 
 
@@ -200,7 +200,7 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_
             answer = [c for c in replay.calls if c.node == "Billing agent"][-1]
             assert tool.output["status"] == "paid" and "paid" in answer.output["text"]
     hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]
-    assert hot and {r["model"] for r in hot} == {"desk-tech"}
+    assert hot and {r["model"] for r in hot} == {"idesk-tech"}
     assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
     # the graph inside the agents: the override's cascade (its downstream nodes' distances) and its
     # negative control are measured

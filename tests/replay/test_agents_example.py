@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from findings_claims import check_claims
 
 from quiver import load_traces
 from quiver.experiments._campaign import run_campaign
@@ -78,6 +79,7 @@ def _rows(out: Path) -> dict[str, Any]:
 
 def _check_campaign(result: Any, out: Path) -> None:
     assert result.complete and not result.status.get("failed")
+    check_claims(json.loads((out / "campaign.json").read_text()))  # no absence beyond the margin
     rows = _rows(out)
     for pid in PERTURBATIONS:
         row = rows[pid]

@@ -31,8 +31,17 @@ files are written the way each exporter writes them:
     /tmp/spangen-old/bin/pip install "opentelemetry-instrumentation-openai==0.40.14" "openai<2"
     /tmp/spangen-old/bin/python tests/data/spans/generate.py openllmetry/openai_legacy
 
-The Vercel AI SDK fixtures are written by ``vercel/generate.mjs`` (Node), run by
-``generate.py vercel`` when ``VERCEL_NODE_MODULES`` names the folder its packages are in.
+The Vercel AI SDK fixtures are written by ``vercel/generate.mjs`` and ``vercel/more.mts``
+(Node; the second through ``tsx``), run by ``generate.py vercel`` (``vercel/more``: the second
+alone) when ``VERCEL_NODE_MODULES`` names the folder their packages are in.
+
+``strands/agent_tools.otlp.json`` is written by Strands Agents (it traces through the global
+tracer provider, so it runs alone)::
+
+    python -m venv --system-site-packages /tmp/spangen-strands
+    /tmp/spangen-strands/bin/pip install "strands-agents[openai]" opentelemetry-exporter-otlp-proto-common
+    /tmp/spangen-strands/bin/pip install --no-deps -e .
+    /tmp/spangen-strands/bin/python tests/data/spans/generate.py strands
 """
 
 from __future__ import annotations
@@ -278,6 +287,37 @@ def dspy_multihop_program(url: str) -> None:
         dspy_program()(question="who wrote the first program?")
 
 
+def strands_program(url: str) -> None:
+    """A Strands agent with the weather tool (OpenAI model provider): the model calls the tool, then answers."""
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    @tool
+    def get_weather(city: str) -> dict[str, Any]:
+        """The weather in a city.
+
+        Args:
+            city: The city.
+        """
+        return {"city": city, "sky": "sunny", "temp_c": 19}
+
+    model = OpenAIModel(client_args={"base_url": url, "api_key": "sk-test", "max_retries": 0}, model_id="fixture-chat")
+    Agent(model=model, tools=[get_weather], system_prompt="Answer in one sentence.", callback_handler=None)(
+        "How is the weather in Lyon?")
+
+
+@contextmanager
+def strands_recorded() -> Iterator[_Recorder]:
+    """Strands traces through the global tracer provider (it has no instrumentor): set it once."""
+    from opentelemetry import trace
+
+    provider = _provider()
+    rec = _Recorder()
+    provider.add_span_processor(rec)
+    trace.set_tracer_provider(provider)
+    yield rec
+
+
 # --------------------------------------------------------------------------- Anthropic through an adapter
 
 
@@ -520,8 +560,19 @@ FIXTURES: list[tuple[str, list[Callable[[], Any]], Callable[[str], None], str, b
 ]
 
 
+STRANDS = "strands/agent_tools.otlp.json"
+"""Strands Agents 1.62 with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: its messages are
+``gen_ai.client.inference.operation.details`` span events in the GenAI parts form. Written alone
+(``generate.py strands``): Strands traces through the process's global tracer provider."""
+
+
 def main(only: Sequence[str]) -> None:
     with Simulator(SimulatorConfig()) as sim:
+        if only and all(o.startswith("strands") for o in only):
+            with strands_recorded() as rec:
+                strands_program(sim.url)
+            write(HERE / STRANDS, rec, "otlp")
+            return
         for rel, makers, program, how, adapter in FIXTURES:
             if only and not any(rel.startswith(o) for o in only):
                 continue
@@ -536,11 +587,15 @@ def main(only: Sequence[str]) -> None:
             (HERE / "langfuse").mkdir(exist_ok=True)
             langfuse_fixtures(sim.url, HERE / "langfuse")
         if os.environ.get("VERCEL_NODE_MODULES") and (not only or any(o.startswith("vercel") for o in only)):
-            env = {"NODE_PATH": os.environ["VERCEL_NODE_MODULES"], "PATH": os.environ.get("PATH", "")}
+            modules = os.environ["VERCEL_NODE_MODULES"]
+            env = {"NODE_PATH": modules, "PATH": os.environ.get("PATH", "")}
             link = HERE / "vercel" / "node_modules"  # ES modules resolve packages from the script's folder
-            link.symlink_to(os.environ["VERCEL_NODE_MODULES"])
+            link.symlink_to(modules)
+            scripts = [["node", str(HERE / "vercel" / "generate.mjs")],  # `vercel/more`: more.mts alone
+                       [str(Path(modules) / ".bin" / "tsx"), str(HERE / "vercel" / "more.mts")]]
             try:
-                subprocess.run(["node", str(HERE / "vercel" / "generate.mjs"), sim.url], env=env, check=True)
+                for script in scripts if "vercel/more" not in only else scripts[1:]:
+                    subprocess.run([*script, sim.url], env=env, check=True)
             finally:
                 link.unlink()
 

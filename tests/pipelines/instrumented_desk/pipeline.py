@@ -51,11 +51,11 @@ def desk(model: Callable[[str], Any]) -> Agent[Any]:
     """The triage agent and the agents it hands off to, each on ``model(name)``."""
     settings = ModelSettings(temperature=0.7)
     billing = Agent(name="Billing agent", instructions="You handle invoices and payments. Look the invoice up first.",
-                    tools=[lookup_invoice], model=model("desk-billing"), model_settings=settings)
+                    tools=[lookup_invoice], model=model("idesk-billing"), model_settings=settings)
     technical = Agent(name="Technical agent", instructions="You handle outages and errors. Check the service first.",
-                      tools=[check_service_status, open_ticket], model=model("desk-tech"), model_settings=settings)
+                      tools=[check_service_status, open_ticket], model=model("idesk-tech"), model_settings=settings)
     return Agent(name="Triage agent", instructions=TRIAGE_INSTRUCTIONS, handoffs=[billing, technical],
-                 model=model("desk-triage"), model_settings=settings)
+                 model=model("idesk-triage"), model_settings=settings)
 
 
 TRIAGE = instrument(desk(lambda name: name))
@@ -74,7 +74,7 @@ def triage_chat() -> Agent[Any]:
 @quiver.node("summary", kind="llm")
 async def summarise(agent: str, answer: str) -> dict[str, Any]:
     reply = await AsyncOpenAI(max_retries=0).chat.completions.create(
-        model="desk-summary", temperature=0.0, response_format={"type": "json_object"},
+        model="idesk-summary", temperature=0.0, response_format={"type": "json_object"},
         messages=[{"role": "system", "content": "Say which team answered and whether it is resolved, as JSON."},
                   {"role": "user", "content": f"{agent}: {answer}"}])
     return dict(json.loads(reply.choices[0].message.content or "{}"))

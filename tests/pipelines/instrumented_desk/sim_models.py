@@ -1,15 +1,15 @@
 """Simulated models of the agent support desk (``pipeline.py``).
 
-* ``desk-triage`` hands off (a sampled function call): billing words (invoice, charge,
+* ``idesk-triage`` hands off (a sampled function call): billing words (invoice, charge,
   refund, bill, paid) -> the billing agent; technical words (error, down, crash, login,
   outage, slow) -> the technical agent; anything else (a thank-you, a greeting) -> the
   technical agent, the billing agent now and then. With instructions that say "thanks
   go to billing", a message of thanks goes to the billing agent.
-* ``desk-billing`` looks the invoice up (``lookup_invoice``, the message's invoice
+* ``idesk-billing`` looks the invoice up (``lookup_invoice``, the message's invoice
   number), then answers in one of a few wordings.
-* ``desk-tech`` checks the service's status (``check_service_status``); when it is
+* ``idesk-tech`` checks the service's status (``check_service_status``); when it is
   degraded it opens a ticket (``open_ticket``, a sampled severity), then answers.
-* ``desk-summary`` (chat completions, JSON): which team answered and whether the issue
+* ``idesk-summary`` (chat completions, JSON): which team answered and whether the issue
   is resolved, from the agent's answer.
 """
 
@@ -39,7 +39,7 @@ def _own_results(req: SimRequest, key: str) -> list[dict]:
     return out
 
 
-@sim_model("desk-triage")
+@sim_model("idesk-triage")
 def triage(req: SimRequest) -> ToolCall:
     text = req.last_user.lower()
     thanks_to_billing = "thanks go to billing" in req.system_text.lower()
@@ -55,7 +55,7 @@ def triage(req: SimRequest) -> ToolCall:
     return ToolCall({names[k]: v for k, v in logits.items()})
 
 
-@sim_model("desk-billing")
+@sim_model("idesk-billing")
 def billing(req: SimRequest) -> ToolCall | Text:
     found = _own_results(req, "invoice")
     if not found and "lookup_invoice" in req.tool_names:
@@ -66,7 +66,7 @@ def billing(req: SimRequest) -> ToolCall | Text:
                  f"Invoice status: {status}. Anything else?": 0.2})
 
 
-@sim_model("desk-tech")
+@sim_model("idesk-tech")
 def tech(req: SimRequest) -> ToolCall | Text:
     status = _own_results(req, "service")
     tickets = _own_results(req, "ticket")
@@ -83,7 +83,7 @@ def tech(req: SimRequest) -> ToolCall | Text:
     return Text({f"The service is {state}; try again now.": 1.0, f"Status: {state}. Please retry.": 0.3})
 
 
-@sim_model("desk-summary")
+@sim_model("idesk-summary")
 def summary(req: SimRequest) -> Fields:
     text = req.last_user.lower()
     team = "billing" if text.startswith("billing") else "technical"
