@@ -45,6 +45,10 @@ Interventions then act as a user means them:
 * ``param_change`` and ``prompt_swap`` (``params.message``, e.g. ``{role: system}`` for
   the agent's instructions) with ``node:`` an agent's name act on that agent's turn.
 
+The turn and tool protocols, the answer a perturbed turn is served with and the
+conversation's links are the ones every agent integration shares
+(``quiver.integrations._agents``); this package reads the SDK's objects into them.
+
 The node's field types are declared for the analysis from the agents themselves:
 ``handoff`` categorical over the agents it can hand off to, ``tool`` categorical over its
 function tools (both routing fields), ``text`` a text field, ``tool_calls`` a list.

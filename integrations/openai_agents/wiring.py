@@ -13,16 +13,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quiver._errors import InstrumentationError
-from quiver.replay import node
+from quiver.integrations._agents import AgentShape, declare
 
 from .tools import wrap_tool, wrap_tools
 from .turns import AgentModel
-
-if TYPE_CHECKING:
-    from quiver import CallKind
 
 __all__ = ["instrument", "node_names"]
 
@@ -76,7 +73,7 @@ def node_names(*agents: Any) -> list[str]:
     names: list[str] = []
     for agent in _reachable(agents):
         names.append(str(agent.name))
-        names += [str(t.name) for t in _function_tools(agent) if not getattr(t, "_is_agent_tool", False)]
+        names += _own_tools(agent)
     return list(dict.fromkeys(names))
 
 
@@ -145,24 +142,9 @@ def _reachable(agents: tuple[Any, ...]) -> list[Any]:
 def _declare(agents: list[Any]) -> None:
     """Declare each agent's node (its turns' fields) and its tools' nodes, with the edges
     agent -> its tools -> the agent, and agent -> the agents it hands off to."""
-    parents: dict[str, list[str]] = {}
-    fields: dict[str, dict[str, Any] | None] = {}
-    for agent in agents:
-        name = str(agent.name)
-        targets = [str(a.name) for a in _handoff_agents(agent)]
-        tools = [str(t.name) for t in _function_tools(agent) if not getattr(t, "_is_agent_tool", False)]
-        own: dict[str, Any] = {"text": {"type": "text"}, "tool_calls": {"type": "list"}}
-        if targets:
-            own["handoff"] = {"type": "categorical", "role": "routing", "categories": targets}
-        if tools:
-            own["tool"] = {"type": "categorical", "role": "routing", "categories": tools}
-        fields[name] = own
-        for tool in tools:
-            fields.setdefault(tool, None)
-            parents.setdefault(tool, []).append(name)
-            parents.setdefault(name, []).append(tool)
-        for target in targets:
-            parents.setdefault(target, []).append(name)
-    for name, declared in fields.items():
-        kind: CallKind = "llm" if declared is not None else "tool"
-        node(name, kind=kind, fields=declared, parents=list(dict.fromkeys(parents.get(name, []))))
+    declare(AgentShape(str(a.name), _own_tools(a), tuple(str(h.name) for h in _handoff_agents(a))) for a in agents)
+
+
+def _own_tools(agent: Any) -> tuple[str, ...]:
+    """The names of an agent's function tools (not the agents it uses as tools)."""
+    return tuple(str(t.name) for t in _function_tools(agent) if not getattr(t, "_is_agent_tool", False))
