@@ -42,6 +42,11 @@ _CHUNK = 900
 _DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 
+_OPEN: dict[str, int] = {}
+"""Per file (its real path), how many :class:`KeyValueFile` of this process hold it open."""
+_OPEN_LOCK = threading.Lock()
+"""Held while a file is checked and connected, and while :data:`_OPEN` changes."""
+
 
 class StoreError(QuiverError):
     """An on-disk store that cannot be opened, read or written.
@@ -106,11 +111,25 @@ class KeyValueFile:
         self._lock = threading.Lock()
         self._json = True
         self._db: sqlite3.Connection | None = None
+        self._key: str | None = None
         self._check_place()
-        self._check_header()
+        key = os.path.realpath(path)
+        with _OPEN_LOCK:
+            # Reading the header opens and closes the file, and closing any descriptor of a
+            # file drops every POSIX lock this process holds on it: SQLite's locks of another
+            # connection of this process to the same file would be lost and a second process
+            # could write beside it (a malformed database). The file is checked only when no
+            # connection of this process holds it; it was checked when that one opened it.
+            if not _OPEN.get(key):
+                self._check_header()
+            try:
+                self._db = sqlite3.connect(str(path), timeout=_BUSY_SECONDS, check_same_thread=False,
+                                           isolation_level=None)
+                _OPEN[key] = _OPEN.get(key, 0) + 1
+                self._key = key
+            except sqlite3.Error as exc:
+                raise self._sqlite_error(exc) from None
         try:
-            self._db = sqlite3.connect(str(path), timeout=_BUSY_SECONDS, check_same_thread=False,
-                                       isolation_level=None)
             self._prepare(self._db)
         except sqlite3.Error as exc:
             self.close()
@@ -295,3 +314,10 @@ class KeyValueFile:
                     db.close()
                 except sqlite3.Error:
                     pass
+                finally:
+                    with _OPEN_LOCK:
+                        if self._key is not None and _OPEN.get(self._key, 0) > 1:
+                            _OPEN[self._key] -= 1
+                        elif self._key is not None:
+                            _OPEN.pop(self._key, None)
+                        self._key = None

@@ -277,3 +277,43 @@ def test_a_row_that_is_not_a_vector_is_embedded_again_and_overwritten(
         assert asked == [] and s.stats["cache_hits"] == 4  # the rows were overwritten
     warned = [r for r in caplog.records if "could not be read" in r.getMessage()]
     assert len(warned) == 1 and str(tmp_path / "vectors.sqlite") in warned[0].getMessage()
+
+
+_OPEN_AND_WRITE = """
+import random, sys, threading
+from pathlib import Path
+import numpy as np
+from quiver._distance.embed import _VectorCache
+
+folder = Path(sys.argv[1])
+def rows(n):
+    out = []
+    for _ in range(n):
+        v = np.random.rand(384).astype(np.float32)
+        out.append((f"k{random.randrange(10**6)}", (v / np.linalg.norm(v)).tobytes()))
+    return out
+def worker():
+    for _ in range(40):
+        cache = _VectorCache(folder)
+        cache.vectors([f"k{random.randrange(10**6)}" for _ in range(50)])
+        cache.put_many(rows(50))
+        cache.close()
+threads = [threading.Thread(target=worker) for _ in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+@pytest.mark.slow
+def test_caches_opened_and_closed_by_threads_of_several_processes_stay_whole(tmp_path: Path) -> None:
+    """Threads of four processes open, read, write and close the one cache file over and
+    over. Opening checks the file's header by reading it, and closing that descriptor used to
+    drop the SQLite locks of the process's other connections: a second process then folded
+    the journal back under them, and the file came out malformed (2 runs in 3)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AND_WRITE, str(tmp_path)], stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    with contextlib.closing(sqlite3.connect(tmp_path / "vectors.sqlite")) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] > 0
