@@ -48,9 +48,8 @@ def _check_effect(text: str, data: Mapping[str, Any], p: Mapping[str, Any], marg
         if data.get("path_claim") == "undecided" and "not distinguishable" in text and data.get("event") == "D_output":
             n = p["strata"]["effective"]["D_shape_n"]
             assert f"at n = {n:,} effective pairs" in text and f"4x the replays, n = {4 * n:,}" in text, text
-    per = {g["input_id"]: g for g in (p.get("per_input") or {}).get("inputs", [])}
-    for name in data.get("inputs") or []:
-        assert per[name]["moved"] and f"{name} ({per[name]['events']} of {per[name]['n']} effective pairs" in text
+    if data.get("inputs"):
+        _check_inputs(text, data, (p.get("per_input") or {}).get("inputs", []), "effective pairs")
 
 
 def _check_outcome(text: str, data: Mapping[str, Any], p: Mapping[str, Any], margin: float) -> None:
@@ -60,9 +59,20 @@ def _check_outcome(text: str, data: Mapping[str, Any], p: Mapping[str, Any], mar
     lo, hi = (o["difference"].get("ci") or [None, None])
     if "as its control replays do" in text:
         assert _inside(lo, hi, margin), (text, lo, hi, margin)
-    per = {g["input_id"]: g for g in (o.get("per_input") or {}).get("inputs", [])}
-    for name in data.get("inputs") or []:
-        assert per[name]["moved"] and f"{name} ({per[name]['events']} of {per[name]['n']} effective replays" in text
+    if data.get("inputs"):
+        _check_inputs(text, data, (o.get("per_input") or {}).get("inputs", []), "effective replays")
+
+
+def _check_inputs(text: str, data: Mapping[str, Any], rows: list[Mapping[str, Any]], what: str) -> None:
+    """Every input the finding's data names moved in the per-input tests; those its sentence
+    writes out with their counts, the rest as "and N more"."""
+    per = {g["input_id"]: g for g in rows}
+    names = list(data.get("inputs") or [])
+    assert all(per[name]["moved"] for name in names), names
+    shown = [name for name in names if f"{name} ({per[name]['events']} of {per[name]['n']} {what}" in text]
+    assert shown == names[:len(shown)] and shown, (text, names)
+    rest = len(names) - len(shown)
+    assert rest == 0 or f" and {rest} more" in text, (text, names)
 
 
 def _check_threshold(text: str, data: Mapping[str, Any], p: Mapping[str, Any], margin: float) -> None:

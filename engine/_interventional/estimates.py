@@ -212,15 +212,18 @@ def _check_rows(perturbations: Sequence[Mapping[str, Any]], pairs: Sequence[Pair
 
 def downstream_nodes(graph: PipelineGraph, node: str) -> list[str]:
     """Nodes reachable from ``node`` along ``graph.dag_edges()``, in topological order,
-    and along the edges of cycles that are not the declared loop's feedback: an agent and
-    its tools call each other turn after turn (agent -> tool -> agent), so what a tool
-    returned reaches the agent's later turns, though at node level the edge closes a
-    cycle. The declared loop keeps its feedback out, as paths do (QUIVER.md §13)."""
+    and back along the edges of two nodes that call each other: an agent and its tools
+    call each other turn after turn (agent -> tool -> agent), so what a tool returned
+    reaches the agent's later turns, though at node level the edge closes a cycle. A
+    longer cycle is a loop, declared or not, and its feedback edge (composer -> rewriter)
+    stays out, as paths do (QUIVER.md §13); so do a 2-cycle inside the declared loop's body."""
     body = set(graph.loop.body) if graph.loop is not None else set()
     dag = set(graph.dag_edges())
+    edges = set(graph.edges)
     children: dict[str, list[str]] = {}
     for a, b in graph.edges:
-        if a != b and ((a, b) in dag or not (a in body and b in body)):
+        mutual = (b, a) in edges and not (a in body and b in body)
+        if a != b and ((a, b) in dag or mutual):
             children.setdefault(a, []).append(b)
     seen: set[str] = set()
     stack = [node]

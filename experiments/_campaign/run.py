@@ -76,9 +76,9 @@ from quiver.experiments._config import (
     open_llm,
     outcome_runner,
     outcome_settings,
+    spec_line,
     spec_redactor,
 )
-from quiver.experiments._config.record import _spec_line
 from quiver.replay import (
     ClusterLost,
     EndpointDown,
@@ -288,7 +288,7 @@ class CampaignRun:
         for i, p in enumerate(self.spec.perturbations or []):
             if p.adaptive is not None and p.adaptive.event == "outcome":
                 where = ("perturbations", i, "ladder", "adaptive", "event")
-                raise SpecError(str(self.path), _spec_line(str(self.path), where),
+                raise SpecError(str(self.path), spec_line(str(self.path), where),
                                 f"perturbations[{i}].ladder.adaptive.event",
                                 f"perturbation {p.id!r} follows the outcome, but the spec has no outcome checks and "
                                 "no baseline trace carries an outcome: add an outcome: section, or follow D_shape")

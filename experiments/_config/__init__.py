@@ -19,7 +19,7 @@ from .campaign import (
 )
 from .llm import MIN_KEY_LITERAL, key_literals, open_llm, probe_endpoint, simulator_models, spec_redactor
 from .outcome import outcome_runner, outcome_settings
-from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, check_outcome_inputs, load_inputs
+from .record import FidelitySpec, LLMSpec, RecordSpec, SimulatorSpec, check_outcome_inputs, load_inputs, spec_line
 
 __all__ = [
     "SimulatorSpec",
@@ -28,6 +28,7 @@ __all__ = [
     "FidelitySpec",
     "load_inputs",
     "check_outcome_inputs",
+    "spec_line",
     "outcome_runner",
     "outcome_settings",
     "PerturbationSpec",

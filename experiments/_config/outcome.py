@@ -8,7 +8,7 @@ from typing import Any
 from quiver._errors import SpecError
 from quiver.replay._outcome import OutcomeRunner
 
-from .record import RecordSpec, _spec_line
+from .record import RecordSpec, spec_line
 
 __all__ = ["outcome_runner", "outcome_settings"]
 
@@ -40,4 +40,4 @@ def outcome_runner(spec: RecordSpec, base_dir: Path, client: Any, *, spec_file: 
                              embedder=getattr(analysis, "embedder", None),
                              cache_dir=getattr(analysis, "cache_dir", None))
     except SpecError as exc:
-        raise SpecError(spec_file, _spec_line(spec_file, ("outcome",)), "outcome", exc.reason) from None
+        raise SpecError(spec_file, spec_line(spec_file, ("outcome",)), "outcome", exc.reason) from None

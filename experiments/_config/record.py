@@ -299,11 +299,11 @@ def load_inputs(spec: RecordSpec, base_dir: Path, *, spec_file: str | None = Non
             try:
                 items.append(_input(record))
             except ValueError as exc:
-                raise SpecError(spec_file, _spec_line(spec_file, ("inputs", i)), f"inputs[{i}]", str(exc)) from None
+                raise SpecError(spec_file, spec_line(spec_file, ("inputs", i)), f"inputs[{i}]", str(exc)) from None
         return _unique(items, spec_file or "inputs")
     path = base_dir / spec.inputs
     if not path.is_file():
-        raise SpecError(spec_file, _spec_line(spec_file, ("inputs",)), "inputs", f"inputs file {path} does not exist")
+        raise SpecError(spec_file, spec_line(spec_file, ("inputs",)), "inputs", f"inputs file {path} does not exist")
     items = []
     for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
         try:
@@ -357,7 +357,7 @@ def check_outcome_inputs(spec: RecordSpec, inputs: Sequence[Mapping[str, Any]], 
                 first = inputs[lacking[0]]
                 fields = ", ".join(sorted(first)) or "none"
                 path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in where).replace(".[", "[")
-                raise SpecError(spec_file, _spec_line(spec_file, where), path,
+                raise SpecError(spec_file, spec_line(spec_file, where), path,
                                 f"input field {name!r} is missing from {len(lacking)} of {len(inputs)} {what}; "
                                 f"those {what} have the fields {fields}")
 
@@ -371,7 +371,7 @@ def _has_field(inputs: Mapping[str, Any], name: str) -> bool:
     return True
 
 
-def _spec_line(spec_file: str | None, loc: tuple[str | int, ...]) -> int | None:
+def spec_line(spec_file: str | None, loc: tuple[str | int, ...]) -> int | None:
     """The line of a field in the spec file, for an error found after the spec was loaded."""
     if spec_file is None:
         return None

@@ -81,8 +81,8 @@ def test_the_section_gives_the_search_and_both_curves_summaries_as_campaign_json
     assert f"### `{p['id']}`: amount of numeric_edit at score, over [0.000, 1.000]" in section
     assert (f"Resolution 0.020; {a['replays']} replays of at most {a['settings']['max_replays']:,} over "
             f"{len(a['levels'])} levels in 4 round(s); stopped: {a['stopped']}.") in section
-    rows = _rows(section, "| beta | event | midpoint")
-    assert [r[0] for r in rows] == ["beta_shape", "beta_iter"]
+    rows = _rows(section, "| curve | event | midpoint")
+    assert [r[0] for r in rows] == ["beta_shape (followed)", "beta_iter"]  # the search placed levels by D_shape
     for row, key in zip(rows, ("beta_shape", "beta_iter"), strict=True):
         d = a[key]
         assert row[2] == _est(d["midpoint"], d["midpoint_ci"])
@@ -128,7 +128,7 @@ def test_a_d_iter_curve_of_its_own_gets_its_own_table_and_plot(raw: dict[str, An
     section = _section(interventional_report(data))
     iter_rows = _rows(section.split("beta_iter curve (D_iter")[1], "| amount | n | inputs")
     assert len(iter_rows) == len(d["points"])
-    [row] = [r for r in _rows(section, "| beta | event | midpoint") if r[0] == "beta_iter"]
+    [row] = [r for r in _rows(section, "| curve | event | midpoint") if r[0] == "beta_iter"]
     assert row[2] == row[6] == row[7] == "—" and row[8] == "no level's excess interval lies above 0"
     charts = adaptive_charts(CampaignEstimates.from_json(data))
     assert len(charts) == 2
@@ -141,7 +141,7 @@ def test_a_midpoint_defined_in_too_few_resamples_is_shown_without_interval(raw: 
     data = copy.deepcopy(raw)
     d = data["perturbations"][0]["adaptive"]["beta_shape"]
     d.update(midpoint_ci=None, defined=0.9)
-    [row, _] = _rows(_section(interventional_report(data)), "| beta | event | midpoint")
+    [row, _] = _rows(_section(interventional_report(data)), "| curve | event | midpoint")
     assert row[2] == "0.361" and row[4] == "0.900"
     assert row[8] == "no midpoint interval: defined in 0.900 of the resamples (under 0.950)"
     [(svg, _), _] = adaptive_charts(CampaignEstimates.from_json(data))
@@ -152,7 +152,7 @@ def test_an_onset_at_the_smallest_level_is_bracketed_by_the_range_low_end(raw: d
     data = copy.deepcopy(raw)
     for key in ("beta_shape", "beta_iter"):
         data["perturbations"][0]["adaptive"][key].update(onset=0.2, below=None)
-    [row, _] = _rows(_section(interventional_report(data)), "| beta | event | midpoint")
+    [row, _] = _rows(_section(interventional_report(data)), "| curve | event | midpoint")
     assert row[6] == "0.200 in (0.000, 0.200]"
     [(chart, caption)] = adaptive_charts(CampaignEstimates.from_json(data))
     span = _marks(chart, "adaptive-shift-beta_shape").marks["onset-span"]
@@ -173,7 +173,7 @@ def test_a_whole_number_dose_is_written_as_one(raw: dict[str, Any]) -> None:
     assert "### `shift`: level of numeric_edit at score, over [0, 2]" in section
     assert "Resolution 1; " in section
     assert [r[0] for r in _rows(section, "| level | n | inputs")] == ["0", "1", "2"]
-    assert _rows(section, "| beta | event | midpoint")[0][6] == "0 (the smallest dose)"
+    assert _rows(section, "| curve | event | midpoint")[0][6] == "0 (the smallest dose)"
     [(chart, _)] = adaptive_charts(CampaignEstimates.from_json(data))
     marks = _marks(chart, "adaptive-shift-beta_shape")
     assert "onset-span" not in marks.marks and marks.marks["onset"]["data-value"] == "0"

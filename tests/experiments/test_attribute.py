@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fuzzing import run_cli
+from spec_paths import absolute_checks_text
 
 from quiver.experiments import main
 
@@ -31,7 +32,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records = [json.loads(line) for line in (SPECS / "inputs.jsonl").read_text().splitlines() if line.strip()]
     (out / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["input_id"] in INPUTS))
     text = (SPECS / "record.yaml").read_text().replace("pipeline.py", str(SPECS / "pipeline.py"))
-    text = text.replace("[sim_models.py]", f"[{SPECS / 'sim_models.py'}]")
+    text = absolute_checks_text(text.replace("[sim_models.py]", f"[{SPECS / 'sim_models.py'}]"), SPECS)
     spec.write_text(text.replace("output: runs/support_bot", f"output: {out / 'rec'}"))
     assert main(["record", str(spec), "--quiet", "--repeats", "1"]) == 0
     return out / "rec" / "traces.jsonl"

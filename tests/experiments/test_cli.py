@@ -38,7 +38,7 @@ def test_schema_spec_is_json_schema_with_documented_fields() -> None:
     assert schema["properties"]["repeats"]["description"].startswith("How many times")
     assert set(schema["required"]) == {"pipeline", "llm", "inputs"}
     campaign = json.loads(run("schema", "spec").stdout)
-    assert set(campaign["required"]) == {"pipeline", "llm", "perturbations"}
+    assert set(campaign["required"]) == {"pipeline", "llm"}  # `quiver localize` needs no perturbations
     assert campaign["properties"]["baseline"]["description"].startswith("An existing traces file")
     assert "ladder" in json.dumps(campaign["$defs"]["PerturbationSpec"])
 

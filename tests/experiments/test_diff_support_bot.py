@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 from fuzzing import run_cli
+from spec_paths import absolute_checks_text
 
 from quiver import Trace, diff_traces, load_traces
 from quiver._canonical import canonical_json
@@ -76,6 +77,7 @@ def _spec(folder: Path, name: str, inputs: Path, seed: int) -> Path:
     text = (SB / f"{name}.yaml").read_text(encoding="utf-8")
     text = text.replace("pipeline.py", str(SB / "pipeline.py")).replace("[sim_models.py]", f"[{SB / 'sim_models.py'}]")
     text = text.replace("inputs: inputs.jsonl", f"inputs: {inputs}").replace("seed: 0", f"seed: {seed}")
+    text = absolute_checks_text(text, SB)
     spec = folder / f"{name}-{seed}.yaml"
     spec.write_text(text, encoding="utf-8")
     return spec

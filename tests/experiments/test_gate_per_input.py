@@ -8,7 +8,7 @@ template that adds "Thank-you notes go to billing." sends the one thank-you mess
 billing in every replay and changes nothing else: the path-change rate over all inputs
 rises by about 1/16, inside the others' noise, so no average can catch it. The gate's
 defaults (one probe per input; as many replays per arm as a complete change of one input
-needs with all 16 in the family: 6) must fail it and name the input. A candidate holding
+needs with all 16 in the family, two-sided: 7) must fail it and name the input. A candidate holding
 the template's own text must fail at most at the familywise level: gated at 20 seeds, it
 may fail in at most 3 (below).
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from fuzzing import run_cli
+from spec_paths import absolute_checks
 
 import quiver
 
@@ -39,6 +40,7 @@ def _recorded_kinds(demo: str, llm: dict[str, Any], inputs: Path, tmp_path: Path
     file, fn = spec["pipeline"].split(":")
     spec.update(pipeline=str(EXPERIMENTS / demo / file) + ":" + fn, llm=llm, inputs=str(inputs), repeats=1,
                 output=str(tmp_path / "recorded"))
+    absolute_checks(spec, EXPERIMENTS / demo)
     path = tmp_path / "demo-record.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     result = run_cli(["record", str(path), "--quiet"], seconds=SECONDS)

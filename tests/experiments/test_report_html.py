@@ -206,7 +206,20 @@ def check_findings(raw: dict[str, Any], found: list[tuple[dict[str, str | None],
     for attrs, text in found:
         kind = (attrs.get("class") or "").split()[-1]
         pid = attrs.get("data-perturbation")
-        if kind == "finding-effect":
+        if kind == "finding-effect" and attrs["data-event"] == "pass_rate":  # the outcome effect
+            assert pid is not None
+            o = by_id[pid]["outcome"]
+            value, (lo, hi) = o["difference"]["value"], o["difference"]["ci"]
+            assert json.loads(attrs["data-value"] or "null") == pytest.approx(value, abs=1e-9), pid
+            assert json.loads(attrs["data-lo"] or "null") == pytest.approx(lo) and \
+                json.loads(attrs["data-hi"] or "null") == pytest.approx(hi)
+            if hi < 0 or lo > 0:  # lowers or raises it: in points, the interval's nearer end first
+                near, far = (hi, lo) if hi < 0 else (lo, hi)
+                said = f"by {abs(value) * 100:.0f} points [{abs(near) * 100:.0f}, {abs(far) * 100:.0f}]"
+            else:
+                said = f"{fmt(value, signed=True)} [{fmt(lo, signed=True)}, {fmt(hi, signed=True)}]"
+            assert said in text and "pass rate" in text, (text, said)
+        elif kind == "finding-effect":
             assert pid is not None
             event = str(attrs["data-event"])
             value, lo, hi = _excess_of(by_id[pid], event)
@@ -270,7 +283,7 @@ def test_a_perturbation_that_moves_the_loop_most_is_reported_on_iterations(suppo
     events = check_findings(raw, findings_of(html))
     assert events["cs-override"] == "D_iter"
     text = next(t for a, t in findings_of(html) if a.get("data-perturbation") == "cs-override"
-                and "finding-effect" in (a.get("class") or ""))
+                and "finding-effect" in (a.get("class") or "") and a.get("data-event") != "pass_rate")
     assert "changes the loop iterations in" in text, text
     assert _value(_cells(html, "summary", "data-perturbation")["cs-override"]["strongest"]) == "D_iter"
 
@@ -366,9 +379,13 @@ def test_the_gate_and_the_analysis_say_first_what_they_found(strict_gate: tuple[
         if attrs.get("data-event"):
             row = c["rates"][attrs["data-event"]]
             assert json.loads(attrs["data-value"] or "null") == row["difference"]["value"], text
-        if attrs.get("data-inputs"):  # the inputs whose path moved, as the per-input tests found them
-            assert json.loads(attrs["data-inputs"] or "[]") == c["per_input"]["moved"], text
-        if kinds[found.index((attrs, text))] == "finding-verdict":
+        outcome = "answers fail" in text or attrs.get("data-decision") is not None  # the outcome criterion's
+        if attrs.get("data-inputs"):  # the inputs whose path (or answers) moved, as the per-input tests found them
+            moved = c["outcome"]["per_input"]["moved"] if outcome else c["per_input"]["moved"]
+            assert json.loads(attrs["data-inputs"] or "[]") == moved, text
+        if kinds[found.index((attrs, text))] == "finding-verdict" and outcome:
+            assert attrs["data-decision"] == c["outcome"]["decision"], text
+        elif kinds[found.index((attrs, text))] == "finding-verdict":
             assert attrs["data-verdict"] == c["verdict"].upper() and c["verdict"].upper() in text
     said, report = _said(proc.stdout, "the gate", len(found))
     assert said == [f"* {' '.join(text.replace(' evidence', '').split())}" for _, text in found]

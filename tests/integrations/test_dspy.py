@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import pytest
 import yaml
+from spec_paths import absolute_checks
 from findings_claims import check_claims
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list fetched when LiteLLM loads
@@ -99,6 +100,7 @@ def campaign(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "replay": {"downstream": "live", "controls": 0},
     })
     spec["llm"]["simulator"]["models"] = [str(EXAMPLE / "sim_models.py")]
+    absolute_checks(spec, SPEC.parent)
     for key in ("inputs", "repeats"):
         spec.pop(key, None)
     for p in spec["perturbations"]:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 import yaml
+from spec_paths import absolute_checks
 from findings_claims import check_claims
 from langchain_core.prompts import ChatPromptTemplate
 from langgraph.checkpoint.memory import InMemorySaver
@@ -167,6 +168,7 @@ def test_each_perturbation_class_gives_effective_pairs_with_counted_calls(
     corpus.write_text("".join(t.model_dump_json() + "\n" for t in chosen))
     spec = yaml.safe_load(SPEC.read_text())
     spec["pipeline"] = f"{AGENT / 'pipeline.py'}:run"
+    absolute_checks(spec, SPEC.parent)
     spec["llm"]["simulator"]["models"] = [str(AGENT / "sim_models.py")]
     graph = yaml.safe_load((AGENT / "graph.yaml").read_text())
     for node in ("rewrite", "compose", "follow_up"):  # texts compared as labels: no embedding model to load here
