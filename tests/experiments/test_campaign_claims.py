@@ -22,7 +22,8 @@ def test_no_finding_of_the_readme_campaign_claims_an_absence_beyond_its_margin(s
     assert raw["equivalence_margin"] == 0.05
     texts = check_claims(raw)
     print("\n".join(texts))
-    flip = next(t for t in texts if "(turn-type-flip)" in t and "pass rate" not in t)  # its path: +0.018 [-0.052, +0.089]: too wide to say "no effect"
+    # its path: +0.018 [-0.052, +0.089], too wide to say "no effect"
+    flip = next(t for t in texts if "(turn-type-flip)" in t and "pass rate" not in t)
     assert "as its control replays do" not in flip and "not distinguishable from control at n = 225" in flip
 
 

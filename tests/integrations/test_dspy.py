@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import pytest
 import yaml
-from spec_paths import absolute_checks
 from findings_claims import check_claims
+from spec_paths import absolute_checks
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list fetched when LiteLLM loads
 

@@ -23,12 +23,12 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 import yaml
-from spec_paths import absolute_checks
 from findings_claims import check_claims
 from langchain_core.prompts import ChatPromptTemplate
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
+from spec_paths import absolute_checks
 
 from quiver import Trace
 from quiver.integrations.langgraph import from_json, instrument, register_prompt, to_json
