@@ -15,7 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -386,36 +385,6 @@ def test_another_recording_of_the_same_inputs_gives_the_same_numbers(
     assert json.loads((tmp_path / "run" / "campaign.json").read_text().replace(new, old)) == json.loads(
         (reference / "campaign.json").read_text()
     )
-
-
-CLUSTER = textwrap.dedent("""
-    import json, sys
-    import ray
-    from ray.cluster_utils import Cluster
-    from quiver.experiments._campaign import run_campaign
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-    result = run_campaign(sys.argv[1], executor="ray", progress_stream=None)
-    print(json.dumps({"complete": result.complete, "nodes": result.nodes}))
-    ray.shutdown()
-    cluster.shutdown()
-""")
-
-
-def test_a_campaign_spreads_over_a_two_node_ray_cluster(baseline: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
-    spec = _spec(tmp_path, baseline, "cluster", executor="ray")
-    text = spec.read_text().replace("select: {mode: sample, n: 8, seed: 3}", "select: {mode: sample, n: 4, seed: 3}")
-    spec.write_text(text.replace("batch_size: 4", "batch_size: 2"))
-    script = tmp_path / "cluster.py"
-    script.write_text(CLUSTER)
-    proc = subprocess.run([sys.executable, str(script), str(spec)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["complete"] and out["nodes"] == 2
 
 
 @pytest.mark.parametrize(

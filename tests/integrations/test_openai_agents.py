@@ -256,17 +256,3 @@ def test_the_gate_fails_a_candidate_that_hands_every_thanks_to_billing_and_names
     assert [f for f in c["failures"] if "input thanks" in f] == c["failures"]
     assert "`thanks`" in done.stdout and "## quiver gate: FAIL" in done.stdout
     assert data["llm_calls"] == sent == _printed_llm_calls(done.stdout + done.stderr)
-
-
-def test_the_gate_passes_the_current_instructions_as_a_candidate(
-        recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront, tmp_path: Path) -> None:
-    root, _, _ = recorded
-    found = re.search(r'^TRIAGE_INSTRUCTIONS = "(.+)"$', (DESK / "pipeline.py").read_text(), re.M)
-    assert found is not None
-    same = tmp_path / "same.txt"
-    same.write_text(found.group(1) + "\n")
-    data, sent, done = _gate(root, front, "gate-same", same)
-    [c] = data["candidates"]
-    assert done.code == 0 and data["verdict"] == "pass", done.stdout[-3000:]
-    assert c["per_input"]["moved"] == [] and c["per_input"]["enough_replays"]
-    assert data["llm_calls"] == sent == _printed_llm_calls(done.stdout + done.stderr)

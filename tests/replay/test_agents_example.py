@@ -5,7 +5,9 @@ concurrency 4 (the SDK's one shared client, in the event loop quiver shares), re
 by ``quiver replay --check`` with no LLM call, and perturbed by its campaign
 (experiments/specs/agents_example.yaml): the handoff flipped (the other desk runs), a tool
 result overridden, the order desk's inline instructions swapped and its model heated,
-each with effective pairs, on the local executor and on Ray.
+each with effective pairs, on the local executor and on Ray. The gate fails a triage
+instructions change that sends late orders to the refunds desk, naming both late-order
+inputs, and passes the unchanged instructions.
 """
 
 from __future__ import annotations
@@ -109,3 +111,38 @@ def test_the_campaign_runs_on_ray(tmp_path: Path) -> None:
     out = tmp_path / "campaign-ray"
     result = run_campaign(SPEC, output=out, executor="ray", progress_stream=None)
     _check_campaign(result, out)
+
+
+def _gate(candidate: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    proc = _quiver("gate", str(SPEC), "--candidate", f"Triage/system={candidate}", "--output", str(out), "--quiet")
+    assert (out / "gate.json").is_file(), proc.stderr[-3000:]
+    return proc, json.loads((out / "gate.json").read_text())
+
+
+def test_the_gate_fails_late_orders_sent_to_refunds_and_names_both_inputs(tmp_path: Path) -> None:
+    """Two of the eight messages are about late orders: the candidate hands them to the
+    refunds desk in every replay, where the current instructions hand them to the order
+    desk. The path-change rate over all inputs cannot tell (n = 48 per arm); the per-input
+    tests name both, and the answers they get fail the outcome check."""
+    proc, data = _gate(EXAMPLE / "prompts" / "triage_late_to_refunds.txt", tmp_path / "late")
+    assert proc.returncode == 1 and data["verdict"] == "fail", proc.stdout[-3000:]
+    [c] = data["candidates"]
+    assert c["node"] == "Triage" and c["per_input"]["moved"] == ["late-1042", "late-2077"]
+    assert c["outcome"]["per_input"]["moved"] == ["late-1042", "late-2077"]
+    assert {g["input_id"] for g in c["per_input"]["inputs"] if g["moved"]} == {"late-1042", "late-2077"}
+    assert any("late-1042" in f for f in c["failures"]) and any("late-2077" in f for f in c["failures"])
+    assert "`late-1042`" in proc.stdout and "`late-2077`" in proc.stdout
+
+
+def test_the_gate_passes_the_unchanged_triage_instructions(tmp_path: Path) -> None:
+    import ast
+
+    module = ast.parse((EXAMPLE / "pipeline.py").read_text())
+    [text] = [ast.literal_eval(n.value) for n in module.body if isinstance(n, ast.Assign)
+              and [getattr(t, "id", "") for t in n.targets] == ["TRIAGE_INSTRUCTIONS"]]
+    same = tmp_path / "same.txt"
+    same.write_text(text + "\n")
+    proc, data = _gate(same, tmp_path / "same")
+    assert proc.returncode == 0 and data["verdict"] == "pass", proc.stdout[-3000:]
+    [c] = data["candidates"]
+    assert c["per_input"]["moved"] == [] and c["outcome"]["decision"] == "non-inferior"
