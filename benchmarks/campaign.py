@@ -46,8 +46,9 @@ Each run gets a fresh embedding cache, as a campaign's new replay texts would. R
 workers' logs stay in Ray's log folder (``log_to_driver=False``).
 
 Run: ``python benchmarks/campaign.py [--replays 3000] [--latency-ms 500]
-[--concurrency 64] [--executors local,ray] [--ray-nodes 1,2,4] [--quick]``. ``--quick``
-is 300 replays at 100 ms.
+[--concurrency 64] [--executors local,ray] [--processes 2,0] [--ray-nodes 1,2,4] [--quick]``.
+``--processes 2,0`` runs the local executor with 2 worker processes and with threads of
+the driver's process, side by side. ``--quick`` is 300 replays at 100 ms.
 """
 
 from __future__ import annotations
@@ -442,6 +443,9 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=500.0, help="fixed latency per simulated call (500)")
     parser.add_argument("--concurrency", type=int, default=64, help="local replays at once (64)")
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray (local,ray)")
+    parser.add_argument("--processes", default="",
+                        help="local: comma-separated worker-process counts to run side by side (0: threads of "
+                             "the driver's process); default: the executor's own (one per core)")
     parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of each Ray node (2)")
     parser.add_argument("--ray-nodes", default="1",
                         help="comma-separated worker node counts of Ray clusters started with ray start on this "
@@ -472,11 +476,14 @@ def main() -> int:
         sized = {"baseline": baseline, "repeats": repeats, "sample": sample}
         for executor in executors:
             if executor == "local":
-                block = f"{{kind: local, concurrency: {args.concurrency}}}"  # one worker process per core
-                latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
-                done = [run_one(folder, f"local-{ms:g}ms", "local", block, args.concurrency, ms, **sized)
-                        for ms in latencies]
-                runs.append((done[0], done[1] if len(done) > 1 else None))
+                for procs in [p.strip() for p in args.processes.split(",") if p.strip()] or [None]:
+                    extra, label = ("", "local") if procs is None else (f", processes: {int(procs)}", f"local p{procs}")
+                    block = f"{{kind: local, concurrency: {args.concurrency}{extra}}}"  # default: one process a core
+                    latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
+                    name = "local" if procs is None else f"local-p{procs}"
+                    done = [run_one(folder, f"{name}-{ms:g}ms", "local", block, args.concurrency, ms, label=label,
+                                    **sized) for ms in latencies]
+                    runs.append((done[0], done[1] if len(done) > 1 else None))
                 continue
             for nodes in node_counts:
                 with ray_cluster(nodes, args.ray_cpus, simulated=node_counts != [1]) as block:

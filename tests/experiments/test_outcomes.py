@@ -244,6 +244,14 @@ def _right(demo: str, trace: Trace) -> bool:
     if demo == "langgraph_agent":
         want = "compose" if trace.input_id == "greeting" else "retrieve"
         return out.get("route") == want and bool(str(out.get("answer") or "").strip())
+    if demo == "invoice_chain":  # the customer's tier discount off the amount the request names
+        from quiver.experiments.invoice_chain.book import RATES, TIERS
+
+        request = str(trace.inputs["request"])
+        [customer] = [name for name in TIERS if name in request.replace(",", " ").replace(".", " ").split()]
+        amount = float(next(w for w, nxt in zip(request.split(), request.split()[1:], strict=False)
+                            if nxt.startswith("dollar")))
+        return f"is {amount * (1 - RATES[TIERS[customer]]):.2f} dollars" in str(out.get("reply", ""))
     if demo == "support_bot":
         if trace.input_id.startswith("smalltalk-"):
             return out.get("path") == "smalltalk"
@@ -254,7 +262,7 @@ def _right(demo: str, trace: Trace) -> bool:
 
 
 @pytest.mark.parametrize("demo", ["quickstart", "multihop_qa", "support_bot", "agents_example", "langgraph_agent",
-                                  "dspy_multihop"])
+                                  "dspy_multihop", "invoice_chain"])
 def test_every_bundled_demo_records_its_pass_rate_and_each_outcome_recomputes(demo: str, tmp_path: Path) -> None:
     out = tmp_path / demo
     proc = subprocess.run([sys.executable, "-m", "quiver.experiments._cli", "record",
@@ -271,8 +279,10 @@ def test_every_bundled_demo_records_its_pass_rate_and_each_outcome_recomputes(de
     assert rate["passed"] == passed and rate["n"] == len(traces)
     lo, hi = rate["pass_rate_ci"]
     assert lo <= passed / len(traces) <= hi
-    assert re.search(r"^outcome: pass rate \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(\d+ of \d+ traces over \d+ inputs",
-                     proc.stdout, re.MULTILINE), proc.stdout
+    said = re.search(r"^outcome: pass rate \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(\d+ of \d+ traces over \d+ inputs.*$",
+                     proc.stdout, re.MULTILINE)
+    assert said, proc.stdout
+    print(f"{demo}: {said.group(0)}")
 
 
 def test_analyze_splits_sensitivities_by_outcome(tmp_path: Path) -> None:
