@@ -86,16 +86,7 @@ def _gate_inputs(c: Mapping[str, Any]) -> list[Finding]:
         return []
     rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
     link, template = anchor("gate", c.get("template")), str(c.get("template"))
-    out = []
-    moved = [rows[str(g)] for g in per.get("moved") or [] if str(g) in rows]
-    if moved:
-        s = Sentence().t("With ").c(template).t(f" the path moved at {len(moved)} of {len(rows)} input(s): ")
-        for i, g in enumerate(moved):
-            s.t("; " if i else "").c(g.get("input_id")).t(
-                f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
-                f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
-        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
-                                 inputs=[str(g.get("input_id")) for g in moved]))
+    out = _moved_inputs(per, template, link, "the path moved")
     untested = [rows[str(g)] for g in per.get("untestable") or [] if str(g) in rows]
     unprobed = [str(g) for g in per.get("unprobed") or []]
     if untested or unprobed:
@@ -161,18 +152,23 @@ def _gate_outcome(c: Mapping[str, Any]) -> list[Finding]:
                                           f"margin {fmt(_num(o.get('margin')))}")
     out = [s.t(".").done("verdict", link, template=template, decision=str(o.get("decision")),
                          value=_num(diff.get("value")), lo=_num(lo), hi=_num(hi))]
-    per = o.get("per_input") or {}
+    return out + _moved_inputs(o.get("per_input") or {}, template, link, "answers fail more often")
+
+
+def _moved_inputs(per: Mapping[str, Any], template: str, link: str, what: str) -> list[Finding]:
+    """The effect finding of a candidate's per-input tests (the path's or the outcome's):
+    the inputs where ``what`` happened, each with its counts in both arms and Holm p."""
     rows = {str(g.get("input_id")): g for g in per.get("inputs") or [] if isinstance(g, Mapping)}
     moved = [rows[str(g)] for g in per.get("moved") or [] if str(g) in rows]
-    if moved:
-        s = Sentence().t("With ").c(template).t(f" answers fail more often at {len(moved)} of {len(rows)} input(s): ")
-        for i, g in enumerate(moved):
-            s.t("; " if i else "").c(g.get("input_id")).t(
-                f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
-                f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
-        out.append(s.t(".").done("effect", link, template=template, value=len(moved),
-                                 inputs=[str(g.get("input_id")) for g in moved]))
-    return out
+    if not moved:
+        return []
+    s = Sentence().t("With ").c(template).t(f" {what} at {len(moved)} of {len(rows)} input(s): ")
+    for i, g in enumerate(moved):
+        s.t("; " if i else "").c(g.get("input_id")).t(
+            f" ({g.get('events')} of {g.get('n')} candidate replays against {g.get('control_events')} of "
+            f"{g.get('control_n')} with the current template, Holm p = {_num(g.get('p_holm')) or 0.0:.2g})")
+    return [s.t(".").done("effect", link, template=template, value=len(moved),
+                          inputs=[str(g.get("input_id")) for g in moved])]
 
 
 def gate_iterations(c: Mapping[str, Any]) -> str | None:
