@@ -1,7 +1,7 @@
 """An agent app against the bundled simulator behind a counting front, run with the CLI.
 
-The tests of the agent integrations (pydantic-ai, LangGraph's prebuilt ReAct agent) share
-this: :func:`serving` registers an app's simulated models and yields a
+The tests of the agent integrations (openai-agents, pydantic-ai, LangGraph's prebuilt ReAct
+agent) share this: :func:`serving` registers an app's simulated models and yields a
 :class:`~counting_front.CountingFront` (with request bodies) in front of a simulator;
 :func:`record` and :func:`campaign` run ``quiver record`` / ``quiver run`` through it and
 return what the front received meanwhile; the readers pick the LLM requests, the
@@ -30,8 +30,9 @@ from fuzzing import CliResult, run_cli
 from quiver import Trace, load_traces
 from quiver.replay import Simulator, SimulatorConfig
 
-__all__ = ["campaign", "check", "check_conversation", "check_override_read", "check_tool_flips", "llm_requests",
-           "message_of", "printed_llm_calls", "record", "serving", "tool_called", "turns"]
+__all__ = ["CAMPAIGN", "KEY_ENV", "SECONDS", "campaign", "check", "check_conversation", "check_override_read",
+           "check_tool_flips", "llm_requests", "message_of", "printed_llm_calls", "record", "serving", "tool_called",
+           "turns"]
 
 SECONDS = 300.0
 KEY_ENV = "QUIVER_AGENT_APP_KEY"

@@ -14,94 +14,51 @@ the front's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_front import (
+    CAMPAIGN,
+    KEY_ENV,
+    SECONDS,
+    campaign,
+    check,
+    llm_requests,
+    message_of,
+    printed_llm_calls,
+    record,
+    serving,
+)
 from counting_front import CountingFront
 from fuzzing import run_cli
 
 from quiver import load_traces
-from quiver.replay import Simulator, SimulatorConfig
 
 DESK = Path(__file__).parents[1] / "pipelines" / "instrumented_desk"
 AGENTS = {"Billing agent": "idesk-billing", "Technical agent": "idesk-tech"}
 TOOLS = {"Billing agent": {"lookup_invoice"}, "Technical agent": {"check_service_status", "open_ticket"}}
 MESSAGES = {json.loads(line)["input_id"]: json.loads(line)["message"]
             for line in (DESK / "inputs.jsonl").read_text().splitlines()}
-SECONDS = 300.0
 
-RECORD = """\
-pipeline: {desk}/pipeline.py:{function}
-llm: {{base_url: {url}, model: idesk-triage, api_key_env: QUIVER_DESK_KEY}}
-inputs: {desk}/inputs.jsonl
-repeats: {repeats}
-concurrency: 4
-seed: 0
-output: {out}
-"""
-
-CAMPAIGN = """\
-pipeline: {desk}/pipeline.py:run
-llm: {{base_url: {url}, model: idesk-triage, api_key_env: QUIVER_DESK_KEY}}
-baseline: {baseline}
-perturbations:
-{perturbations}
-replay: {{repeats: 1, controls: {controls}, downstream: live}}
-executor: {{kind: local, concurrency: 4}}
-analysis: {{resamples: 200, permutations: 200, cache_dir: {cache}}}
-output: {out}
-"""
+MODEL = "idesk-triage"
+"""The model the spec names (the triage agent's; each agent names its own in the app)."""
 
 
 @pytest.fixture(scope="module")
 def front() -> Iterator[CountingFront]:
-    spec = importlib.util.spec_from_file_location("agent_desk_sim_models", DESK / "sim_models.py")
-    assert spec is not None and spec.loader is not None
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers the desk's simulated models
-    with Simulator(SimulatorConfig()) as sim, CountingFront(sim.url, bodies=True) as counting, \
-            pytest.MonkeyPatch.context() as env:
-        env.setenv("QUIVER_DESK_KEY", "sk-desk-test")
+    with serving(DESK / "sim_models.py") as counting:
         yield counting
-
-
-def _llm(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in requests if r["path"].endswith(("/responses", "/chat/completions"))]
-
-
-def _message(request: dict[str, Any]) -> str:
-    """The customer's message a request carries (its first user message)."""
-    body = request["body"] or {}
-    items = body.get("input") if "input" in body else body.get("messages")
-    if isinstance(items, str):
-        return items
-    for item in items or []:
-        if item.get("role") == "user":
-            content = item.get("content")
-            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-    return ""
-
-
-def _printed_llm_calls(text: str) -> int:
-    found = re.findall(r"([\d,]+) LLM calls", text)
-    assert found, text
-    return int(found[-1].replace(",", ""))
 
 
 @pytest.fixture(scope="module")
 def recorded(front: CountingFront, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]], Any]:
     root = tmp_path_factory.mktemp("agent-desk")
-    spec = root / "record.yaml"
-    spec.write_text(RECORD.format(desk=DESK, function="run", url=front.url, repeats=3, out=root / "rec"))
-    mark = front.mark()
-    done = run_cli(["record", str(spec), "--quiet"], seconds=SECONDS)
-    assert done.code == 0, done.stderr
-    return root, _llm(front.requests()[mark:]), done
+    _, sent, done = record(front, DESK, root, function="run", model=MODEL, repeats=3)
+    return root, sent, done
 
 
 def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parents(
@@ -126,7 +83,7 @@ def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parent
         assert {by_id[p].node for p in next(c for c in trace.calls if c.node == agent).parents} == {"Triage agent"}
     # every count the engine gives is the front's
     summary = json.loads((root / "rec" / "summary.json").read_text())
-    assert summary["llm_calls"] == len(sent) == _printed_llm_calls(done.stdout + done.stderr)
+    assert summary["llm_calls"] == len(sent) == printed_llm_calls(done.stdout + done.stderr)
     by_model = Counter(r["model"] for r in sent)
     turns = Counter(AGENTS.get(c.node, "idesk-triage" if c.node == "Triage agent" else "idesk-summary")
                     for t in traces for c in t.calls if c.kind == "llm")
@@ -135,24 +92,14 @@ def test_recorded_nodes_are_the_agents_and_tools_with_the_conversation_as_parent
 
 def test_a_frozen_check_sends_nothing(recorded: tuple[Path, list[dict[str, Any]], Any], front: CountingFront) -> None:
     root, _, _ = recorded
-    mark = front.mark()
-    done = run_cli(["replay", "--spec", str(root / "record.yaml"), "--check", str(root / "rec" / "traces.jsonl")],
-                   seconds=SECONDS)
-    assert done.code == 0, done.stderr
+    sent, done = check(front, root / "record.yaml", root / "rec" / "traces.jsonl")
     assert "48 of 48 traces reproduce exactly" in done.stdout + done.stderr
-    assert front.requests()[mark:] == []
+    assert sent == []
 
 
 def _campaign(root: Path, front: CountingFront, name: str, perturbations: str, controls: int
               ) -> tuple[Path, list[dict[str, Any]], Any]:
-    spec = root / f"{name}.yaml"
-    spec.write_text(CAMPAIGN.format(desk=DESK, url=front.url, baseline=root / "rec" / "traces.jsonl",
-                                    perturbations=perturbations, controls=controls, cache=root / "embeddings",
-                                    out=root / name))
-    mark = front.mark()
-    done = run_cli(["run", str(spec)], seconds=SECONDS)
-    assert done.code in (0, 1), done.stderr
-    return root / name, _llm(front.requests()[mark:]), done
+    return campaign(front, DESK, root, name, perturbations, function="run", model=MODEL, controls=controls)
 
 
 def test_every_effective_handoff_flip_runs_the_other_agent_live(
@@ -177,11 +124,11 @@ def test_every_effective_handoff_flip_runs_the_other_agent_live(
         named[(AGENTS[other], MESSAGES[replay.input_id])] += len(turns)
     # the front received the other agent's requests, for that message, as many as the replays name;
     # the triage turn was served (no request), the summary ran live
-    at_front = Counter((r["model"], _message(r)) for r in sent if r["model"] in AGENTS.values())
+    at_front = Counter((r["model"], message_of(r)) for r in sent if r["model"] in AGENTS.values())
     assert at_front == named
     assert Counter(r["model"] for r in sent)["idesk-triage"] == 0
     assert Counter(r["model"] for r in sent)["idesk-summary"] == 48
-    assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
+    assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
 
 
 def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_agent(
@@ -201,7 +148,7 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_
             assert tool.output["status"] == "paid" and "paid" in answer.output["text"]
     hot = [r for r in sent if (r["body"] or {}).get("temperature") == 1.9]
     assert hot and {r["model"] for r in hot} == {"idesk-tech"}
-    assert _printed_llm_calls(done.stdout + done.stderr) == len(sent)
+    assert printed_llm_calls(done.stdout + done.stderr) == len(sent)
     # the graph inside the agents: the override's cascade (its downstream nodes' distances) and its
     # negative control are measured
     row = rows["invoice-paid"]
@@ -213,25 +160,21 @@ def test_a_tool_override_feeds_the_next_turn_and_a_parameter_change_reaches_one_
 @pytest.mark.parametrize("function", ["run_streamed", "run_chat"])
 def test_streamed_runs_and_the_chat_completions_model_record_and_replay_alike(
         function: str, front: CountingFront, tmp_path: Path) -> None:
-    spec = tmp_path / "record.yaml"
-    spec.write_text(RECORD.format(desk=DESK, function=function, url=front.url, repeats=1, out=tmp_path / "rec"))
-    done = run_cli(["record", str(spec), "--quiet"], seconds=SECONDS)
-    assert done.code == 0, done.stderr
+    spec, _, _ = record(front, DESK, tmp_path, function=function, model=MODEL, repeats=1)
     traces = load_traces(tmp_path / "rec" / "traces.jsonl").traces
     assert {c.node for t in traces for c in t.calls} >= {"Triage agent", "Billing agent", "Technical agent",
                                                          "lookup_invoice", "check_service_status"}
-    mark = front.mark()
-    check = run_cli(["replay", "--spec", str(spec), "--check", str(tmp_path / "rec" / "traces.jsonl")],
-                    seconds=SECONDS)
-    assert check.code == 0 and "16 of 16 traces reproduce exactly" in check.stdout + check.stderr, check.stderr
-    assert front.requests()[mark:] == []
+    sent, done = check(front, spec, tmp_path / "rec" / "traces.jsonl")
+    assert "16 of 16 traces reproduce exactly" in done.stdout + done.stderr, done.stderr
+    assert sent == []
 
 
 def _gate(root: Path, front: CountingFront, name: str, candidate: Path) -> tuple[dict[str, Any], int, Any]:
     """``quiver gate`` of a triage-instructions candidate over the recorded desk: gate.json,
     the LLM requests the front received, the command's result."""
     spec = root / f"{name}.yaml"
-    spec.write_text(CAMPAIGN.format(desk=DESK, url=front.url, baseline=root / "rec" / "traces.jsonl",
+    spec.write_text(CAMPAIGN.format(app=DESK, function="run", url=front.url, model=MODEL, key=KEY_ENV,
+                                    baseline=root / "rec" / "traces.jsonl",
                                     perturbations="  - {id: flip, node: Triage agent, op: categorical_flip, "
                                                   "params: {field: handoff}}",
                                     controls=0, cache=root / "embeddings", out=root / f"{name}-run"))
@@ -239,7 +182,7 @@ def _gate(root: Path, front: CountingFront, name: str, candidate: Path) -> tuple
     done = run_cli(["gate", str(spec), "--candidate", f"Triage agent/system={candidate}", "--out",
                     str(root / name)], seconds=SECONDS)
     assert done.code in (0, 1), done.stderr
-    return json.loads((root / name / "gate.json").read_text()), len(_llm(front.requests()[mark:])), done
+    return json.loads((root / name / "gate.json").read_text()), len(llm_requests(front.requests()[mark:])), done
 
 
 def test_the_gate_fails_a_candidate_that_hands_every_thanks_to_billing_and_names_the_input(
@@ -255,4 +198,4 @@ def test_the_gate_fails_a_candidate_that_hands_every_thanks_to_billing_and_names
     assert thanks["p_holm"] <= data["familywise"] / 2
     assert [f for f in c["failures"] if "input thanks" in f] == c["failures"]
     assert "`thanks`" in done.stdout and "## quiver gate: FAIL" in done.stdout
-    assert data["llm_calls"] == sent == _printed_llm_calls(done.stdout + done.stderr)
+    assert data["llm_calls"] == sent == printed_llm_calls(done.stdout + done.stderr)
