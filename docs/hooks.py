@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from mkdocs.plugins import event_priority
+
 _CLI = "<!-- quiver:cli -->"
 _ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 _FOLDERS = {"perturbations": "perturbations", "replay": "replay", "experiments": "experiments",
@@ -23,10 +25,15 @@ _FOLDERS = {"perturbations": "perturbations", "replay": "replay", "experiments":
 """The subpackages pyproject.toml maps into ``quiver`` (``package-dir``), beside engine/'s own modules."""
 
 
+@event_priority(100)
 def on_config(config: Any, **_: Any) -> Any:
     """Lay out ``.mkdocs-src/quiver`` (the ``paths`` mkdocstrings reads, in mkdocs.yml) as
     ``pip install .`` lays the package out: engine/'s modules and the four mapped folders, as
-    links."""
+    links.
+
+    It runs before every plugin's ``on_config`` (priority 100): mkdocstrings drops a path that
+    does not exist when it starts its handler, so on a clean checkout the folder must be there
+    first."""
     import shutil
 
     tree = _ROOT / ".mkdocs-src" / "quiver"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,8 @@ STANDALONE = [(page, code) for page in PAGES if page != TUTORIAL
 
 
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    # as on a clean checkout: the hooks lay out .mkdocs-src before mkdocstrings looks for it
+    shutil.rmtree(ROOT / ".mkdocs-src", ignore_errors=True)
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                             cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
