@@ -14,7 +14,7 @@ this one run:
   last replay committed: pairs are formed meanwhile, block by block) and its
   efficiency ``ideal / actual``; the pairing left after the last replay, and the
   end-to-end efficiency, ``ideal / (replay phase + pairing left)`` (targets: at least
-  0.9 for ``local`` at 64 and for ``ray``);
+  0.93 for ``local`` at 64 and for ``ray``, :data:`TARGET`);
 * where the rest goes: the ledger commits (a thread of its own, in batches), the
   pairing (with the embedding model's load and encoding), the replays' own time beyond
   their LLM calls and the replays in flight (``local`` only: Ray workers are other
@@ -166,6 +166,9 @@ def ray_slots(cpus: float) -> tuple[str, int, str]:
 
 # --------------------------------------------------------------------------- timing
 
+
+TARGET = 0.93
+"""The end-to-end efficiency each executor is meant to reach (a margin below 1: machines differ)."""
 
 @dataclass
 class Timings:
@@ -422,9 +425,9 @@ def print_breakdown(r: Run, zero: Run | None) -> None:
     if zero is not None:
         bounds["the same jobs at 0 ms (the engine's own cost)"] = zero.replay_s
     print("  lower bounds on the replay phase: " + "; ".join(f"{k} {v:.1f} s" for k, v in bounds.items()))
-    if r.efficiency < 0.9:
+    if r.efficiency < TARGET:
         worst = max(bounds, key=bounds.__getitem__)
-        print(f"  efficiency {r.efficiency:.3f} < 0.9: the largest bound is {worst}, "
+        print(f"  efficiency {r.efficiency:.3f} < {TARGET}: the largest bound is {worst}, "
               f"{bounds[worst]:.1f} s = {100 * bounds[worst] / max(r.replay_s, 1e-9):.0f}% of the phase; "
               f"{r.replay_s - bounds[worst]:.1f} s of the phase is above it")
     if t.batches:

@@ -192,6 +192,17 @@ class Worker:
         return found
 
     def run(self, job: ReplayJob) -> dict[str, Any]:
+        """Replay ``job`` and finish it: :meth:`replay`, then :meth:`finish` when it asks."""
+        data, unfinished = self.replay(job)
+        return self.finish(job, data) if unfinished else data
+
+    def replay(self, job: ReplayJob) -> tuple[dict[str, Any], bool]:
+        """Replay ``job``: its result and whether :meth:`finish` is still to run on it.
+
+        Apart from :meth:`finish` so that an executor can free the replay's place (its
+        LLM calls are over) while the result is finished by other threads: the finishing
+        is Python and model work that would otherwise hold one of the run's replays at
+        once without an LLM call in flight."""
         from quiver.perturbations import make_operator
         from quiver.replay._replayer import Target
 
@@ -207,12 +218,13 @@ class Worker:
                 sample_id=job.sample_id or None,
             )
         except EndpointDown as exc:  # not the replay's own result: see EndpointWatch
-            return {"error": f"{type(exc).__name__}: {exc}", ENDPOINT_DOWN: exc.to_json()}
+            return {"error": f"{type(exc).__name__}: {exc}", ENDPOINT_DOWN: exc.to_json()}, False
         except QuiverError as exc:
-            return self._finished(job, {"error": f"{type(exc).__name__}: {exc}"})
-        return self._finished(job, result.to_json())
+            return {"error": f"{type(exc).__name__}: {exc}"}, self.context.finish is not None
+        return result.to_json(), self.context.finish is not None
 
-    def _finished(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+        """The context's finishing of a replayed job's result (redaction, storage, pairing)."""
         finish = self.context.finish
         return finish(job, data) if finish is not None else data
 

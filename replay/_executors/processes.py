@@ -54,6 +54,13 @@ log = logging.getLogger("quiver.executor")
 _TRIES = 3
 """Times a job is handed out again after the process holding it died."""
 
+FINISHERS = 2
+"""Threads of a worker process that finish replayed results (redaction, storage, pairing
+with its text embedding), apart from its replay threads: a replay's place is taken only
+while its pipeline runs, so the LLM waits of the next replays overlap this Python and
+model work. The embedding model encodes one text at a time per process; two finishers
+keep the rest of the finishing going meanwhile."""
+
 
 # --------------------------------------------------------------------------- the worker side
 
@@ -91,21 +98,44 @@ def _serve(conn: Connection, send: Callable[[tuple[Any, ...]], None], threads: i
     from .base import quiet_collector, worker_for
 
     todo: queue.SimpleQueue[tuple[ReplayContext, ReplayJob] | None] = queue.SimpleQueue()
+    unfinished: queue.SimpleQueue[tuple[Any, ReplayJob, dict[str, Any]] | None] = queue.SimpleQueue()
+
+    def raised(job: ReplayJob, exc: BaseException) -> None:  # reported to the driver, which stops the run
+        send(("raised", job.job_id, "".join(traceback.format_exception(exc))))
 
     def slot() -> None:
+        # a replay's place is free again once its pipeline has run: its finishing waits
+        # for a finisher (the driver holds at most twice ``threads`` jobs here, so the
+        # results waiting are bounded too)
         while (item := todo.get()) is not None:
             context, job = item
             try:
-                data = worker_for(context).run(job)
-            except BaseException as exc:  # reported to the driver, which stops the run
-                send(("raised", job.job_id, "".join(traceback.format_exception(exc))))
+                worker = worker_for(context)
+                data, more = worker.replay(job)
+            except BaseException as exc:
+                raised(job, exc)
+                continue
+            if more:
+                unfinished.put((worker, job, data))
+            else:
+                send(("done", job.job_id, data))
+
+    def finisher() -> None:
+        while (item := unfinished.get()) is not None:
+            worker, job, data = item
+            try:
+                data = worker.finish(job, data)
+            except BaseException as exc:
+                raised(job, exc)
                 continue
             send(("done", job.job_id, data))
 
     pool = [threading.Thread(target=slot, name=f"quiver-replay-{i}", daemon=True) for i in range(threads)]
+    finishers = [threading.Thread(target=finisher, name=f"quiver-finish-{i}", daemon=True)
+                 for i in range(FINISHERS)]
     context: ReplayContext | None = None
     with quiet_collector():
-        for thread in pool:
+        for thread in pool + finishers:
             thread.start()
         while True:
             try:
@@ -125,6 +155,10 @@ def _serve(conn: Connection, send: Callable[[tuple[Any, ...]], None], threads: i
         for _ in pool:
             todo.put(None)
         for thread in pool:
+            thread.join()
+        for _ in finishers:
+            unfinished.put(None)
+        for thread in finishers:
             thread.join()
 
 

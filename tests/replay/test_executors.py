@@ -87,3 +87,62 @@ def test_the_local_executor_replays_with_the_heap_frozen(monkeypatch: pytest.Mon
             run()
     assert replays.seen and all(count > 0 for count in replays.seen)
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+class _SlowFinish:
+    """Stands in for a worker process's replays: the first job's finishing waits for the
+    second job's replay to have begun (or gives up after 20 s)."""
+
+    def __init__(self) -> None:
+        self.second_began = threading.Event()
+        self.replayed_on: dict[str, str] = {}
+
+    def replay(self, job: ReplayJob) -> tuple[dict[str, Any], bool]:
+        self.replayed_on[job.job_id] = threading.current_thread().name
+        if job.job_id == "j1":
+            self.second_began.set()
+        return {"job": job.job_id}, True
+
+    def finish(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+        if job.job_id == "j0":
+            data["waited_for_the_next_replay"] = self.second_began.wait(20)
+        return {**data, "finished": True}
+
+
+def test_a_worker_process_replays_the_next_job_while_the_last_one_is_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One replay thread: job j1's replay begins while j0 is still being finished (the
+    finishing does not hold the replay's place), and both reach the driver finished."""
+    from multiprocessing import Pipe
+
+    from quiver.replay._executors import processes as _processes
+
+    fake = _SlowFinish()
+    monkeypatch.setattr(_executors, "worker_for", lambda context: fake)
+    driver, child = Pipe()
+    sent: list[tuple[Any, ...]] = []
+    lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            sent.append(message)
+
+    serving = threading.Thread(target=_processes._serve, args=(child, send, 1), daemon=True)
+    serving.start()
+    driver.send(("context", _context()))
+    driver.send(("jobs", [_job(0), _job(1)]))
+    deadline = threading.Event()
+    for _ in range(300):
+        with lock:
+            if len(sent) == 2:
+                break
+        deadline.wait(0.1)
+    driver.send(("close",))
+    serving.join(30)
+    assert not serving.is_alive()
+    results = {m[1]: m[2] for m in sent if m[0] == "done"}
+    assert set(results) == {"j0", "j1"}, sent
+    assert results["j0"] == {"job": "j0", "waited_for_the_next_replay": True, "finished": True}
+    assert results["j1"]["finished"] is True
+    assert fake.replayed_on["j0"] == fake.replayed_on["j1"] == "quiver-replay-0"  # the one replay thread
