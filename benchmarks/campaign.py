@@ -3,10 +3,10 @@
 Records the support bot (``experiments/support_bot/record.yaml``, 225 traces) once at
 zero latency, then runs a campaign of about ``--replays`` jobs on it with the engine's
 own runner (``run_campaign``) against the bundled simulator at ``--latency-ms`` per LLM
-call, once per executor (``local`` threads at ``--concurrency``; ``ray`` on a local
-instance with ``--ray-cpus`` CPUs, or on simulated clusters of ``--ray-nodes`` nodes,
-``ray.cluster_utils.Cluster``, each node ``--ray-cpus`` CPUs), and prints, measured in
-this one run:
+call, once per executor (``local`` at ``--concurrency``, in worker processes or threads;
+``ray`` on a local instance with ``--ray-cpus`` CPUs, or on clusters of ``--ray-nodes``
+worker nodes started with ``ray start`` on this machine, each node ``--ray-cpus`` CPUs,
+beside a head without CPUs), and prints, measured in this one run:
 
 * jobs, LLM calls made, latency, the effective concurrency (``ray``: the actors the
   cluster holds, CPUs / ``task_cpus``, x ``threads``, the executor's defaults);
@@ -464,6 +464,8 @@ def main() -> int:
     if unknown:
         parser.error(f"--executors takes local and ray; got {', '.join(sorted(unknown))}")
     node_counts = [int(n) for n in args.ray_nodes.split(",")]
+    if "ray" in executors and node_counts != [1] and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ.setdefault("RAY_AUTH_MODE", "token")  # as the nodes start; read when ray is imported
 
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="quiver-bench-campaign-") as tmp:
@@ -493,7 +495,7 @@ def main() -> int:
                     _, concurrency, how = ray_slots(nodes * args.ray_cpus)
                     label = "ray" if node_counts == [1] else f"ray x{nodes}"
                     print(f"{label}: effective concurrency {concurrency} = {how}")
-                    latencies = [args.latency_ms] if args.no_zero or nodes > 1 else [args.latency_ms, 0.0]
+                    latencies = [args.latency_ms] if args.no_zero else [args.latency_ms, 0.0]
                     done = [run_one(folder, f"ray{nodes}-{ms:g}ms", "ray", block, concurrency, ms, label=label,
                                     **sized) for ms in latencies]
                     runs.append((done[0], done[1] if len(done) > 1 else None))
@@ -552,7 +554,6 @@ def ray_cluster(nodes: int, cpus: int, *, simulated: bool) -> Iterator[str]:
     try:
         for i in range(nodes):
             cluster.add_node(f"w{i}", cpus=cpus)
-        os.environ.update({k: v for k, v in cluster.env.items() if k == "RAY_AUTH_MODE"})
         yield f"{{kind: ray, address: '{cluster.address}', runtime_env: {{}}}}"  # one disk: nothing to ship
     finally:
         ray.shutdown()
