@@ -53,7 +53,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -70,6 +70,7 @@ __all__ = [
     "Worker",
     "worker_for",
     "run_jobs",
+    "finisher_pool",
     "quiet_collector",
     "Executor",
     "executor",
@@ -367,14 +368,45 @@ def quiet_collector() -> Iterator[None]:
                 gc.unfreeze()
 
 
-def run_jobs(context: ReplayContext, jobs: Sequence[ReplayJob], threads: int = 1) -> list[tuple[str, dict[str, Any]]]:
-    """Replay ``jobs`` in this process: ``(job_id, replay result JSON)`` for each, in order."""
+FINISHERS = 2
+"""Threads of a worker process (a local worker process, a Ray actor) that finish replayed
+results (:meth:`Worker.finish`: redaction, storage, pairing with its text embeddings). A
+replay's place among the run's replays at once is taken only while its pipeline runs, so
+the LLM waits of the next replays overlap this Python and model work. The embedding model
+encodes one text at a time per process; two finishers keep the rest of the finishing
+going meanwhile."""
+
+_finishers: ThreadPoolExecutor | None = None
+_finishers_lock = threading.Lock()
+
+
+def finisher_pool() -> ThreadPoolExecutor:
+    """This process's :data:`FINISHERS` threads (started on first use, kept for its life)."""
+    global _finishers
+    with _finishers_lock:
+        if _finishers is None:
+            _finishers = ThreadPoolExecutor(max_workers=FINISHERS, thread_name_prefix="quiver-finish")
+        return _finishers
+
+
+def run_jobs(context: ReplayContext, jobs: Sequence[ReplayJob]) -> list[tuple[str, dict[str, Any]]]:
+    """Replay ``jobs`` in turn in this thread: ``(job_id, finished result JSON)`` for each,
+    in order. Each replayed result is finished by the process's :func:`finisher_pool`
+    while this thread replays the next job; the call returns once all are finished (a
+    replay or a finishing that raises is raised, after the others handed on are done)."""
     worker = worker_for(context)
     with quiet_collector():
-        if threads <= 1 or len(jobs) <= 1:
-            return [(job.job_id, worker.run(job)) for job in jobs]
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            return list(zip([j.job_id for j in jobs], pool.map(worker.run, jobs), strict=True))
+        if len(jobs) == 1:
+            return [(jobs[0].job_id, worker.run(jobs[0]))]
+        pending: list[tuple[str, Future[dict[str, Any]] | dict[str, Any]]] = []
+        try:
+            for job in jobs:
+                data, more = worker.replay(job)
+                pending.append((job.job_id, finisher_pool().submit(worker.finish, job, data) if more else data))
+        except BaseException:
+            wait([r for _, r in pending if isinstance(r, Future)])
+            raise
+        return [(job_id, r.result() if isinstance(r, Future) else r) for job_id, r in pending]
 
 
 class Executor(ABC):

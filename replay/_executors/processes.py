@@ -40,6 +40,7 @@ import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -53,13 +54,6 @@ log = logging.getLogger("quiver.executor")
 
 _TRIES = 3
 """Times a job is handed out again after the process holding it died."""
-
-FINISHERS = 2
-"""Threads of a worker process that finish replayed results (redaction, storage, pairing
-with its text embedding), apart from its replay threads: a replay's place is taken only
-while its pipeline runs, so the LLM waits of the next replays overlap this Python and
-model work. The embedding model encodes one text at a time per process; two finishers
-keep the rest of the finishing going meanwhile."""
 
 
 # --------------------------------------------------------------------------- the worker side
@@ -95,18 +89,26 @@ def _worker(conn: Connection, pace: Connection, threads: int, redaction: dict[st
 def _serve(conn: Connection, send: Callable[[tuple[Any, ...]], None], threads: int) -> None:
     from quiver._interrupt import set_interrupted
 
-    from .base import quiet_collector, worker_for
+    from .base import finisher_pool, quiet_collector, worker_for
 
     todo: queue.SimpleQueue[tuple[ReplayContext, ReplayJob] | None] = queue.SimpleQueue()
-    unfinished: queue.SimpleQueue[tuple[Any, ReplayJob, dict[str, Any]] | None] = queue.SimpleQueue()
+    finishing: set[Future[None]] = set()
 
     def raised(job: ReplayJob, exc: BaseException) -> None:  # reported to the driver, which stops the run
         send(("raised", job.job_id, "".join(traceback.format_exception(exc))))
 
+    def finish(worker: Any, job: ReplayJob, data: dict[str, Any]) -> None:
+        try:
+            data = worker.finish(job, data)
+        except BaseException as exc:
+            raised(job, exc)
+            return
+        send(("done", job.job_id, data))
+
     def slot() -> None:
-        # a replay's place is free again once its pipeline has run: its finishing waits
-        # for a finisher (the driver holds at most twice ``threads`` jobs here, so the
-        # results waiting are bounded too)
+        # a replay's place is free again once its pipeline has run: the process's
+        # finishers finish it (the driver holds at most twice ``threads`` jobs here, so
+        # the results waiting for them are bounded too)
         while (item := todo.get()) is not None:
             context, job = item
             try:
@@ -116,26 +118,16 @@ def _serve(conn: Connection, send: Callable[[tuple[Any, ...]], None], threads: i
                 raised(job, exc)
                 continue
             if more:
-                unfinished.put((worker, job, data))
+                future = finisher_pool().submit(finish, worker, job, data)
+                finishing.add(future)
+                future.add_done_callback(finishing.discard)
             else:
                 send(("done", job.job_id, data))
 
-    def finisher() -> None:
-        while (item := unfinished.get()) is not None:
-            worker, job, data = item
-            try:
-                data = worker.finish(job, data)
-            except BaseException as exc:
-                raised(job, exc)
-                continue
-            send(("done", job.job_id, data))
-
     pool = [threading.Thread(target=slot, name=f"quiver-replay-{i}", daemon=True) for i in range(threads)]
-    finishers = [threading.Thread(target=finisher, name=f"quiver-finish-{i}", daemon=True)
-                 for i in range(FINISHERS)]
     context: ReplayContext | None = None
     with quiet_collector():
-        for thread in pool + finishers:
+        for thread in pool:
             thread.start()
         while True:
             try:
@@ -156,10 +148,7 @@ def _serve(conn: Connection, send: Callable[[tuple[Any, ...]], None], threads: i
             todo.put(None)
         for thread in pool:
             thread.join()
-        for _ in finishers:
-            unfinished.put(None)
-        for thread in finishers:
-            thread.join()
+        wait(list(finishing))
 
 
 def _remote_pacing(pace: Connection) -> None:

@@ -146,3 +146,34 @@ def test_a_worker_process_replays_the_next_job_while_the_last_one_is_finished(
     assert results["j0"] == {"job": "j0", "waited_for_the_next_replay": True, "finished": True}
     assert results["j1"]["finished"] is True
     assert fake.replayed_on["j0"] == fake.replayed_on["j1"] == "quiver-replay-0"  # the one replay thread
+
+
+def test_a_ray_actors_batch_replays_its_next_job_while_the_last_one_is_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run_jobs`` (a Ray actor's call): the batch's jobs are replayed in turn on the
+    calling thread, each finished by the process's finishers meanwhile; the results come
+    back finished and in order, and a replay that raises is raised once the jobs handed
+    on are finished."""
+    fake = _SlowFinish()
+    monkeypatch.setattr(_executors, "worker_for", lambda context: fake)
+    results = _executors.run_jobs(_context(), [_job(0), _job(1)])
+    assert results == [("j0", {"job": "j0", "waited_for_the_next_replay": True, "finished": True}),
+                       ("j1", {"job": "j1", "finished": True})]
+    assert fake.replayed_on["j0"] == fake.replayed_on["j1"] == threading.current_thread().name
+
+    class _Breaks(_SlowFinish):
+        def replay(self, job: ReplayJob) -> tuple[dict[str, Any], bool]:
+            if job.job_id == "j1":
+                raise RuntimeError("replay j1 broke")
+            return super().replay(job)
+
+        def finish(self, job: ReplayJob, data: dict[str, Any]) -> dict[str, Any]:
+            finished.append(job.job_id)
+            return data
+
+    finished: list[str] = []
+    monkeypatch.setattr(_executors, "worker_for", lambda context: _Breaks())
+    with pytest.raises(RuntimeError, match="replay j1 broke"):
+        _executors.run_jobs(_context(), [_job(0), _job(1)])
+    assert finished == ["j0"]
