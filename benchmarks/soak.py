@@ -4,8 +4,10 @@ What a long campaign asks of its driver, measured from outside the ``quiver run`
 process (sampled once a second from ``/proc``; the ledger's row count read from it):
 
 * its resident memory (RSS) against the replays committed: flat after warm-up means at
-  most 10% growth from 10,000 to 100,000 replays; the curve is written as
-  ``soak-rss.svg`` (and ``soak-rss.csv``) beside the runs;
+  most 10% growth from 10,000 replays to the end of the replay phase (the last sample
+  before the last replay is committed: the results are read back right after, the
+  run's peak, reported apart); the curve is written as ``soak-rss.svg`` (and
+  ``soak-rss.csv``) beside the runs;
 * its CPU per replay over the replay phase (from the first committed replay to the
   last: its own process, worker processes and Ray workers not included), with replays a
   second;
@@ -111,6 +113,13 @@ class Run:
     def at(self, committed: int) -> Sample | None:
         """The first sample with at least ``committed`` replays in the ledger."""
         return next((s for s in self.samples if s.committed >= committed), None)
+
+    def last_replaying(self) -> Sample | None:
+        """The last sample before the ledger held its final count: the end of the replay
+        phase. (The results are read back as soon as the last replay is committed: the
+        first sample at the final count may already hold them, the run's peak.)"""
+        final = max((s.committed for s in self.samples), default=0)
+        return next((s for s in reversed(self.samples) if 0 < s.committed < final), None)
 
     def phase(self) -> tuple[Sample, Sample] | None:
         """The samples at the first and the last replay committed."""
@@ -221,9 +230,10 @@ def plot(runs: list[Run], path: Path) -> None:
 def report(r: Run, total: int) -> dict[str, object]:
     """The RSS growth, CPU per replay and rate of a run."""
     out: dict[str, object] = {"run": r.name, "seconds": round(r.seconds, 1)}
-    early, late = r.at(total // 10), r.at(total)
-    if early is not None and late is not None:
-        out.update(rss_10pct_mb=round(early.rss_mb, 1), rss_end_mb=round(late.rss_mb, 1),
+    early, late = r.at(total // 10), r.last_replaying()
+    if early is not None and late is not None and late.committed > early.committed:
+        out.update(rss_10pct_mb=round(early.rss_mb, 1), rss_10pct_at=early.committed,
+                   rss_end_mb=round(late.rss_mb, 1), rss_end_at=late.committed,
                    rss_growth=round(late.rss_mb / early.rss_mb - 1, 3))
     out["rss_peak_mb"] = round(max((s.rss_mb for s in r.samples), default=0.0), 1)
     phase = r.phase()
