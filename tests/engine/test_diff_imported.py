@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,17 @@ from quiver import NodeCall, Trace, load_traces, write_traces
 
 TESTS = Path(__file__).parents[1]
 FOLDERS = [TESTS / "data" / "traces", TESTS.parents[1] / "shared" / "data" / "traces"]
-EXPORTS = sorted(p for folder in FOLDERS if folder.is_dir() for p in folder.rglob("*.json"))
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """The first of each file's copies (the project keeps copies of some shared files)."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        seen.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), path)
+    return sorted(seen.values())
+
+
+EXPORTS = _distinct([p for folder in FOLDERS if folder.is_dir() for p in sorted(folder.rglob("*.json"))])
 FORMATS = ("langfuse", "openinference", "otel-genai")
 
 
