@@ -170,6 +170,7 @@ def ray_slots(cpus: float) -> tuple[str, int, str]:
 TARGET = 0.93
 """The end-to-end efficiency each executor is meant to reach (a margin below 1: machines differ)."""
 
+
 @dataclass
 class Timings:
     """What the wrappers measured during one campaign run."""
